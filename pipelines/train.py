@@ -1,0 +1,68 @@
+"""Train one experiment from the command line, showing progress and writing its run folder.
+
+Usage: python -m pipelines.train [--preset cartpole] [--run-dir runs/cartpole] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from rlcore.checkpoint import CheckpointError
+from rlcore.presets import PRESETS, preset
+from rlcore.trainer import Trainer
+
+
+class JsonlSink:
+    """Append every metrics record to a JSON-lines file and print evaluations."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.start = time.perf_counter()
+
+    def __call__(self, step: int, metrics: dict[str, float]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps({"env_steps": step, **metrics}) + "\n")
+        if "eval/episode_return" in metrics:
+            extra = metrics.get("eval/success_rate")
+            success = "" if extra is None else f"  success {extra:.2f}"
+            print(
+                f"[{time.perf_counter() - self.start:7.1f}s] {step:>9,d} steps  "
+                f"eval return {metrics['eval/episode_return']:9.2f}{success}",
+                flush=True,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--preset", default="cartpole", choices=sorted(PRESETS))
+    parser.add_argument("--run-dir", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    cfg = preset(args.preset)
+    run_dir = args.run_dir or Path("runs") / args.preset
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = run_dir / "checkpoint.pt"
+    trainer = Trainer(cfg, JsonlSink(run_dir / "metrics.jsonl"))
+    if args.resume:
+        try:
+            trainer.load(checkpoint)
+        except CheckpointError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    result = trainer.run(checkpoint_path=checkpoint)
+    summary = {"env_steps": result.env_steps, "wall_s": result.wall_s, **result.eval_metrics}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"done: {json.dumps(summary)}\ncheckpoint: {checkpoint}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

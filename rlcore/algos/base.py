@@ -1,0 +1,25 @@
+"""The interface every on-policy algorithm implements."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from tensordict import TensorDict
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced a NaN or infinity; raised before any parameter is corrupted."""
+
+
+class Algorithm(Protocol):
+    """Consumes one filled rollout per call and updates the policy in place."""
+
+    needs_value: bool
+
+    def update(self, rollout: TensorDict) -> dict[str, float]:
+        """Run the optimisation phase on a filled rollout; return metrics by fixed name."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

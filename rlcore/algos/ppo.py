@@ -1,0 +1,226 @@
+"""Proximal Policy Optimization (Schulman et al., 2017) with GAE advantages.
+
+Reads from `transition_view(rollout)`: `obs`, `action`, `sample_log_prob`, `value`,
+`final_value`, `reward`, `terminated`, `truncated`; and `rollout["value"][:, T]` through the
+advantage estimator. Writes `advantage` and `value_target` in place (no rollout copies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.advantages import compute_gae
+from rlcore.algos.base import NonFiniteError
+from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.policies import ActorCritic
+from rlcore.rollout import (
+    ACTION,
+    ADVANTAGE,
+    FINAL_VALUE,
+    OBS,
+    REWARD,
+    SAMPLE_LOG_PROB,
+    TERMINATED,
+    TRUNCATED,
+    VALUE,
+    VALUE_TARGET,
+    transition_view,
+)
+
+LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
+_BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, VALUE, ADVANTAGE, VALUE_TARGET)
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value_eps: float | None = None
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float | None = 0.5
+    lr: float = 3e-4
+    lr_schedule: str = "constant"
+    desired_kl: float = 0.01
+    target_kl: float | None = None
+    num_epochs: int = 10
+    num_minibatches: int = 4
+    normalize_advantage: bool = True
+    adam_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, field: str, allowed: str) -> None:
+            if not ok:
+                raise ValueError(f"ppo.{field} must be {allowed}, got {getattr(self, field)!r}")
+
+        check(0.0 < self.gamma <= 1.0, "gamma", "in (0, 1]")
+        check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", "in [0, 1]")
+        check(self.clip_eps > 0, "clip_eps", "> 0")
+        check(
+            self.clip_value_eps is None or self.clip_value_eps > 0, "clip_value_eps", "> 0 or null"
+        )
+        check(self.ent_coef >= 0, "ent_coef", ">= 0")
+        check(self.vf_coef >= 0, "vf_coef", ">= 0")
+        check(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm", "> 0 or null")
+        check(self.lr > 0, "lr", "> 0")
+        check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"one of {LR_SCHEDULES}")
+        check(self.desired_kl > 0, "desired_kl", "> 0")
+        check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
+        check(self.num_epochs >= 1, "num_epochs", ">= 1")
+        check(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+
+
+def clipped_surrogate(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return the PPO-clip policy loss and the probability ratio.
+
+    Shape:
+        all inputs: [B]; returns a scalar loss and the ratio [B]
+    """
+    ratio = (log_prob - old_log_prob).exp()
+    unclipped = advantage * ratio
+    clipped = advantage * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
+    return -torch.minimum(unclipped, clipped).mean(), ratio
+
+
+def value_loss(
+    value: torch.Tensor, old_value: torch.Tensor, target: torch.Tensor, clip_eps: float | None
+) -> torch.Tensor:
+    """Half mean squared error, optionally with PPO2-style value clipping."""
+    error = (value - target).square()
+    if clip_eps is not None:
+        clipped = old_value + (value - old_value).clamp(-clip_eps, clip_eps)
+        error = torch.maximum(error, (clipped - target).square())
+    return 0.5 * error.mean()
+
+
+class PPO:
+    """PPO-clip over the shared rollout; see module docstring for the keys it touches."""
+
+    needs_value = True
+
+    def __init__(
+        self,
+        policy: ActorCritic,
+        cfg: PPOConfig,
+        total_updates: int,
+        generator: torch.Generator,
+    ) -> None:
+        self.policy, self.cfg, self.generator = policy, cfg, generator
+        self.total_updates = max(total_updates, 1)
+        self.num_updates = 0
+        self.lr = cfg.lr
+        # Fused Adam: one kernel per step instead of several per parameter tensor.
+        self.optimizer = torch.optim.Adam(
+            policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True
+        )
+
+    def _write_advantages(self, rollout: TensorDict) -> None:
+        cfg, tv = self.cfg, transition_view(rollout)
+        compute_gae(
+            tv[REWARD], rollout[VALUE], tv[FINAL_VALUE], tv[TERMINATED], tv[TRUNCATED],
+            cfg.gamma, cfg.gae_lambda, advantage_out=tv[ADVANTAGE],
+        )  # fmt: skip
+        torch.add(tv[ADVANTAGE], tv[VALUE], out=tv[VALUE_TARGET])
+
+    def update(self, rollout: TensorDict) -> dict[str, float]:
+        """Compute GAE in place, then run clipped-surrogate epochs over shuffled minibatches."""
+        cfg, policy = self.cfg, self.policy
+        with torch.no_grad():
+            self._write_advantages(rollout)
+        self._set_lr(self._scheduled_lr())
+        tv = transition_view(rollout)
+        sums = torch.zeros(5, device=tv.device)
+        num_batches, stop = 0, False
+        for _ in range(cfg.num_epochs):
+            for batch in iterate_minibatches(tv, _BATCH_KEYS, cfg.num_minibatches, self.generator):
+                out = policy.evaluate(batch[OBS], batch[ACTION])
+                advantage = batch[ADVANTAGE]
+                if cfg.normalize_advantage and advantage.numel() > 1:
+                    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+                pg_loss, ratio = clipped_surrogate(
+                    out.log_prob, batch[SAMPLE_LOG_PROB], advantage, cfg.clip_eps
+                )
+                v_loss = value_loss(
+                    out.value, batch[VALUE], batch[VALUE_TARGET], cfg.clip_value_eps
+                )
+                entropy = out.entropy.mean()
+                loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+                if not torch.isfinite(loss):
+                    raise NonFiniteError(
+                        f"PPO loss became non-finite (policy={pg_loss.item()}, "
+                        f"value={v_loss.item()}); parameters were not updated"
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                with torch.no_grad():
+                    log_ratio = ratio.log()
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
+                    sums += torch.stack([pg_loss, v_loss, entropy, approx_kl, clip_frac]).detach()
+                num_batches += 1
+                if cfg.target_kl is not None and approx_kl.item() > 1.5 * cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        means = (sums / num_batches).tolist()
+        self.num_updates += 1
+        if cfg.lr_schedule == "kl_adaptive":
+            self._adapt_lr(means[3])
+        return {
+            "loss/policy": means[0],
+            "loss/value": means[1],
+            "loss/entropy": means[2],
+            "stats/approx_kl": means[3],
+            "stats/clip_fraction": means[4],
+            "stats/explained_variance": explained_variance(tv[VALUE], tv[VALUE_TARGET]),
+            "train/lr": self.lr,
+            "train/minibatches": float(num_batches),
+        }
+
+    def _scheduled_lr(self) -> float:
+        if self.cfg.lr_schedule == "linear":
+            return self.cfg.lr * max(1.0 - self.num_updates / self.total_updates, 0.0)
+        return self.lr
+
+    def _adapt_lr(self, kl: float) -> None:
+        # rsl_rl's rule: shrink the step when the policy moved too far, grow it when too little.
+        if kl > 2.0 * self.cfg.desired_kl:
+            self.lr = max(self.lr / 1.5, 1e-5)
+        elif kl < 0.5 * self.cfg.desired_kl:
+            self.lr = min(self.lr * 1.5, 1e-2)
+
+    def _set_lr(self, lr: float) -> None:
+        self.lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "num_updates": self.num_updates,
+            "lr": self.lr,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_updates = int(state["num_updates"])
+        self._set_lr(float(state["lr"]))
+
+
+def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var(target - prediction) / Var(target); NaN when the target is constant."""
+    var_target = target.var()
+    if var_target == 0:
+        return float("nan")
+    return (1.0 - (target - prediction).var() / var_target).item()

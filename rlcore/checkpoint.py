@@ -1,0 +1,57 @@
+"""Atomic checkpoint files, loaded with `weights_only=True`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is missing, corrupt, truncated or from another configuration."""
+
+
+def config_hash(config: Any) -> str:
+    """Stable short hash of a (dataclass) configuration, stored with each checkpoint."""
+    payload = asdict(config) if is_dataclass(config) else config
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Write `state` to `path` atomically: a crash mid-write leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by `save_checkpoint`; fail clearly if it is damaged."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises several unrelated types for damaged files
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or truncated and cannot be loaded "
+            f"({type(exc).__name__}: {exc}); delete it or restore a good copy"
+        ) from exc
+    if not isinstance(state, dict) or "config_hash" not in state:
+        raise CheckpointError(f"checkpoint {path} is not an rlcore checkpoint")
+    return state

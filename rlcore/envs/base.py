@@ -1,0 +1,217 @@
+"""The batched environment contract every rlcore environment implements.
+
+A `BatchedEnv` holds `num_envs` (N) independent instances of one task on one torch device
+(CPU or CUDA) and advances all of them with tensor operations: there is no Python loop over
+instances. It writes its step results straight into storage it is handed (a `StepSlot` of
+views into the shared rollout), so stepping allocates no result tensors in the steady state.
+
+Keys an env writes for the transition at time index `t` (all on `env.device`):
+
+| field        | shape         | dtype   | rollout index | meaning                         |
+|--------------|---------------|---------|---------------|---------------------------------|
+| `reward`     | `[N]`         | float32 | `t`           | reward of the transition        |
+| `terminated` | `[N]`         | bool    | `t`           | the MDP reached a terminal state |
+| `truncated`  | `[N]`         | bool    | `t`           | the time limit ended the episode |
+| `done`       | `[N]`         | bool    | `t`           | `terminated | truncated`        |
+| `success`    | `[N]`         | bool    | `t`           | only envs with `has_success`    |
+| `next_obs`   | `[N, obs_dim]`| float32 | `t + 1`       | observation the policy sees next |
+
+Auto-reset: an instance whose transition is `done` is reset inside the same `step()` call.
+Its `next_obs` (rollout `obs[:, t + 1]`) is therefore the first observation of the *new*
+episode, never the last observation of the old one. The true final observation of each
+instance that is done (before its auto-reset) is in the matching row of `env.final_obs`
+(`[N, obs_dim]`); rows of instances that are not done hold stale data. `step()` overwrites
+it, so a learner that bootstraps truncated transitions reads it right after `step()`.
+
+`terminated` and `truncated` may both be true (the time limit falls on a terminal step, as in
+Gymnasium); `terminated` takes precedence: such a transition is never bootstrapped.
+
+Seeding: `reset(seed=s)` makes all later behaviour a deterministic function of `s` and the
+actions taken; randomness comes only from the env's own `torch.Generator` (`env.generator`),
+whose state is part of `state_dict()`, so a restored env continues bit-identically.
+
+Partial reset: `reset(env_ids=ids)` resets only those instances. Group reset:
+`reset(group_size=G)` resets all instances so that each consecutive block of G instances
+(`[0, G)`, `[G, 2G)`, ...) starts from one shared sampled initial state (GRPO compares
+returns within such a group).
+
+Actions: `[N, action_dim]` float32 for Box spaces (clipped to the bounds by the env) or `[N]`
+int64 for Discrete spaces.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import gymnasium.spaces as spaces
+import torch
+
+
+@dataclass(frozen=True)
+class StepSlot:
+    """Views into preallocated storage where `BatchedEnv.step` writes one transition."""
+
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    done: torch.Tensor
+    next_obs: torch.Tensor
+    success: torch.Tensor | None = None
+
+    @staticmethod
+    def allocate(num_envs: int, obs_dim: int, device: torch.device, with_success: bool) -> StepSlot:
+        """Allocate standalone storage (evaluation, tests); training writes into the rollout."""
+
+        def flags() -> torch.Tensor:
+            return torch.zeros(num_envs, dtype=torch.bool, device=device)
+
+        return StepSlot(
+            reward=torch.zeros(num_envs, device=device),
+            terminated=flags(),
+            truncated=flags(),
+            done=flags(),
+            next_obs=torch.zeros(num_envs, obs_dim, device=device),
+            success=flags() if with_success else None,
+        )
+
+
+class BatchedEnv(abc.ABC):
+    """N instances of one task on one device, stepped with tensor ops (see module docstring).
+
+    Subclasses implement the physics through four hooks; this class owns the episode clock,
+    truncation, `done`, `final_obs`, auto-reset, seeding and state (de)serialisation.
+    """
+
+    observation_space: spaces.Box
+    action_space: spaces.Box | spaces.Discrete
+    max_episode_steps: int
+    has_success: bool = False
+
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
+        if num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        self.elapsed_steps = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
+        # 0-dim tensors: a Python scalar costs an extra wrapping per kernel on CPU.
+        self._one_step = torch.tensor(1, dtype=torch.int32, device=self.device)
+        self._time_limit = torch.tensor(
+            self.max_episode_steps, dtype=torch.int32, device=self.device
+        )
+        self.final_obs = torch.zeros(num_envs, self.obs_dim, device=self.device)
+        self._all_ids = torch.arange(num_envs, device=self.device)
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.observation_space.shape[0])
+
+    @property
+    def action_dim(self) -> int:
+        """Width of one action: the Box dimension, or 1 for a Discrete choice."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return 1
+        return int(self.action_space.shape[0])
+
+    # --- hooks a task implements -------------------------------------------------------
+
+    @abc.abstractmethod
+    def _advance(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Advance the physics; write `reward`, `terminated` (and `success`) into the slot."""
+
+    @abc.abstractmethod
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        """Resample the state of instances where `mask` is true, branch-free (no host sync).
+
+        Shape:
+            mask: [N] bool
+        """
+
+    @abc.abstractmethod
+    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
+        """Resample instances `env_ids`; each block of `group_size` ids shares one state."""
+
+    @abc.abstractmethod
+    def _observe(self, out: torch.Tensor) -> None:
+        """Write the current observation of every instance into `out` ([N, obs_dim])."""
+
+    @abc.abstractmethod
+    def _physics_state(self) -> dict[str, torch.Tensor]:
+        """Tensors (by reference) that make up the simulated state, for checkpointing."""
+
+    # --- the contract ------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: int | None = None,
+        env_ids: torch.Tensor | None = None,
+        group_size: int = 1,
+    ) -> torch.Tensor:
+        """Reset all (or `env_ids`) instances and return the current observation of all N.
+
+        Shape:
+            return: [N, obs_dim] float32, a new tensor
+        """
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
+        if group_size <= 0 or ids.numel() % group_size != 0:
+            raise ValueError(
+                f"group_size must be a positive divisor of the number of reset envs "
+                f"({ids.numel()}), got {group_size}"
+            )
+        self._reset_ids(ids, group_size)
+        self.elapsed_steps[ids] = 0
+        obs = torch.empty(self.num_envs, self.obs_dim, device=self.device)
+        self._observe(obs)
+        return obs
+
+    def step(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Advance every instance by one step, writing the transition into `slot`."""
+        self._advance(action, slot)
+        self.elapsed_steps.add_(self._one_step)
+        torch.ge(self.elapsed_steps, self._time_limit, out=slot.truncated)
+        torch.logical_or(slot.terminated, slot.truncated, out=slot.done)
+        if self.device.type == "cpu":
+            # On CPU a host-side index is free, and touching only the finished instances is
+            # several times cheaper than sampling all N and selecting.
+            ids = slot.done.nonzero().squeeze(1)
+            if ids.numel() > 0:
+                self.elapsed_steps.index_fill_(0, ids, 0)
+                self._observe_ids(ids, self.final_obs)
+                self._reset_ids(ids, 1)
+        else:
+            # No host sync on accelerators: observe and resample everything, select by mask.
+            self.elapsed_steps.masked_fill_(slot.done, 0)
+            self._observe(self.final_obs)
+            self._reset_where(slot.done)
+        self._observe(slot.next_obs)
+
+    def _observe_ids(self, env_ids: torch.Tensor, out: torch.Tensor) -> None:
+        """Write the current observation of instances `env_ids` into those rows of `out`."""
+        full = torch.empty(self.num_envs, self.obs_dim, device=self.device)
+        self._observe(full)
+        out[env_ids] = full[env_ids]
+
+    def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Draw RGB frames of the chosen instances (all by default).
+
+        Shape:
+            return: [len(env_ids), size, size, 3] uint8, on `self.device`
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not render")
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Everything needed to continue bit-identically: physics, clocks, RNG."""
+        state = {f"physics.{k}": v.clone() for k, v in self._physics_state().items()}
+        state["elapsed_steps"] = self.elapsed_steps.clone()
+        state["generator"] = self.generator.get_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what `state_dict` returned (in place: buffers keep their identity)."""
+        for key, tensor in self._physics_state().items():
+            tensor.copy_(state[f"physics.{key}"])
+        self.elapsed_steps.copy_(state["elapsed_steps"])
+        self.generator.set_state(state["generator"])

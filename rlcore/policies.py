@@ -1,0 +1,192 @@
+"""Actor-critic and actor-only MLP policies with Gaussian or Categorical action heads.
+
+The collector only ever calls `act` / `act_deterministic` under `torch.inference_mode()`;
+the algorithms call `evaluate`. Distributions are written out by hand (no
+`torch.distributions` objects) because object construction and argument validation cost
+more than the maths at the batch sizes used here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import gymnasium.spaces as spaces
+import torch
+from torch import nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """MLP sizes and options shared by actor and critic."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init_log_std: float = 0.0
+    normalize_obs: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
+            raise ValueError(f"policy.hidden_sizes must be positive ints, got {self.hidden_sizes}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"policy.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+
+
+class ActOutput(NamedTuple):
+    action: torch.Tensor
+    log_prob: torch.Tensor
+    value: torch.Tensor | None
+
+
+class EvalOutput(NamedTuple):
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    value: torch.Tensor | None
+
+
+class RunningNorm(nn.Module):
+    """Running mean/variance observation normaliser; its statistics are saved as buffers."""
+
+    def __init__(self, dim: int, clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.clip, self.eps = clip, eps
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, batch: torch.Tensor) -> None:
+        """Merge a batch of observations (Chan et al. parallel variance)."""
+        batch = batch.reshape(-1, batch.shape[-1]).double()
+        n = batch.shape[0]
+        b_mean, b_var = batch.mean(0), batch.var(0, unbiased=False)
+        total = self.count + n
+        delta = b_mean - self.mean
+        self.mean += delta * (n / total)
+        self.var.copy_(
+            (self.var * self.count + b_var * n + delta**2 * self.count * n / total) / total
+        )
+        self.count.copy_(total)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        scale = (self.var + self.eps).rsqrt().float()
+        return ((obs - self.mean.float()) * scale).clamp_(-self.clip, self.clip)
+
+
+def _mlp(in_dim: int, out_dim: int, cfg: PolicyConfig, out_gain: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for size in cfg.hidden_sizes:
+        linear = nn.Linear(in_dim, size)
+        nn.init.orthogonal_(linear.weight, math.sqrt(2))
+        nn.init.zeros_(linear.bias)
+        layers += [linear, ACTIVATIONS[cfg.activation]()]
+        in_dim = size
+    head = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(head.weight, out_gain)
+    nn.init.zeros_(head.bias)
+    return nn.Sequential(*layers, head)
+
+
+class Actor(nn.Module):
+    """Actor-only policy (critic-free algorithms such as GRPO)."""
+
+    has_critic = False
+
+    def __init__(self, obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig) -> None:
+        super().__init__()
+        if isinstance(action_space, spaces.Discrete):
+            self.discrete, self.action_dim, out_dim = True, 1, int(action_space.n)
+        elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+            self.discrete, self.action_dim = False, int(action_space.shape[0])
+            out_dim = self.action_dim
+            self.log_std = nn.Parameter(torch.full((out_dim,), cfg.init_log_std))
+        else:
+            raise ValueError(f"unsupported action space {action_space}: need Discrete or 1-D Box")
+        self.obs_dim = obs_dim
+        self.obs_norm = RunningNorm(obs_dim) if cfg.normalize_obs else None
+        self.actor = _mlp(obs_dim, out_dim, cfg, out_gain=0.01)
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_norm is None else self.obs_norm(obs)
+
+    def _sample(
+        self, out: torch.Tensor, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.discrete:
+            # Gumbel-max sampling: argmax(logits + Gumbel noise) ~ Categorical(logits).
+            log_probs = out.log_softmax(-1)
+            u = torch.rand(out.shape, generator=generator, device=out.device)
+            action = (log_probs - (-u.clamp_min_(1e-20).log_()).log_()).argmax(-1)
+            return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        noise = torch.randn(out.shape, generator=generator, device=out.device)
+        action = torch.addcmul(out, noise, self.log_std.exp())
+        log_prob = (-0.5 * noise.square() - self.log_std - _HALF_LOG_2PI).sum(-1)
+        return action, log_prob
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
+        """Sample actions for a batch of observations (collection; call without grad).
+
+        Shape:
+            obs: [B, obs_dim]; action: [B] int64 or [B, action_dim]; log_prob, value: [B]
+        """
+        action, log_prob = self._sample(self.actor(self.normalize(obs)), generator)
+        return ActOutput(action, log_prob, None)
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """Return the mode of the action distribution (evaluation, video)."""
+        out = self.actor(self.normalize(obs))
+        return out.argmax(-1) if self.discrete else out
+
+    def _log_prob_entropy(
+        self, out: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.discrete:
+            log_probs = out.log_softmax(-1)
+            log_prob = log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+            return log_prob, -(log_probs.exp() * log_probs).sum(-1)
+        z = (action - out) * (-self.log_std).exp()
+        log_prob = (-0.5 * z.square() - self.log_std - _HALF_LOG_2PI).sum(-1)
+        entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
+        return log_prob, entropy
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> EvalOutput:
+        """Log-probability and entropy of given actions, with gradients (the update)."""
+        log_prob, entropy = self._log_prob_entropy(self.actor(self.normalize(obs)), action)
+        return EvalOutput(log_prob, entropy, None)
+
+
+class ActorCritic(Actor):
+    """Separate actor and critic MLPs over a shared observation normaliser (PPO)."""
+
+    has_critic = True
+
+    def __init__(self, obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig) -> None:
+        super().__init__(obs_dim, action_space, cfg)
+        self.critic = _mlp(obs_dim, 1, cfg, out_gain=1.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values. Shape: obs [B, obs_dim] -> [B]."""
+        return self.critic(self.normalize(obs)).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
+        x = self.normalize(obs)
+        action, log_prob = self._sample(self.actor(x), generator)
+        return ActOutput(action, log_prob, self.critic(x).squeeze(-1))
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> EvalOutput:
+        x = self.normalize(obs)
+        log_prob, entropy = self._log_prob_entropy(self.actor(x), action)
+        return EvalOutput(log_prob, entropy, self.critic(x).squeeze(-1))
+
+
+def make_policy(
+    obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig, with_critic: bool
+) -> Actor:
+    """Build an actor-critic (algorithms with a value function) or an actor-only policy."""
+    return (ActorCritic if with_critic else Actor)(obs_dim, action_space, cfg)

@@ -1,0 +1,124 @@
+"""The shared rollout: one preallocated TensorDict of batch shape [N, T + 1].
+
+Layout (N envs, T steps; all on the training device):
+
+| key               | shape              | dtype   | index T   | written by              |
+|-------------------|--------------------|---------|-----------|-------------------------|
+| `obs`             | [N, T+1, D]        | float32 | bootstrap | env (t+1), collector (0) |
+| `action`          | [N, T+1, A] or [N, T+1] | float32 / int64 | padding | collector    |
+| `sample_log_prob` | [N, T+1]           | float32 | padding   | collector               |
+| `value`           | [N, T+1]           | float32 | bootstrap | collector (critic only) |
+| `final_value`     | [N, T+1]           | float32 | padding   | collector (critic only) |
+| `reward`          | [N, T+1]           | float32 | padding   | env                     |
+| `done`, `terminated`, `truncated` | [N, T+1] | bool | padding | env                   |
+| `success`         | [N, T+1]           | bool    | padding   | env (if it reports it)  |
+| `advantage`       | [N, T+1]           | float32 | padding   | algorithm, in place     |
+| `value_target`    | [N, T+1]           | float32 | padding   | algorithm (critic only) |
+
+`final_value[:, t]` is V(true final observation) for a transition truncated (and not
+terminated) at t, and 0 elsewhere: PPO bootstraps time-limit ends with it, exactly.
+
+Algorithms read transitions only through `transition_view()`, which drops index T from every
+key: a view, never a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.envs.base import StepSlot
+
+OBS = "obs"
+ACTION = "action"
+SAMPLE_LOG_PROB = "sample_log_prob"
+VALUE = "value"
+FINAL_VALUE = "final_value"
+REWARD = "reward"
+DONE = "done"
+TERMINATED = "terminated"
+TRUNCATED = "truncated"
+SUCCESS = "success"
+ADVANTAGE = "advantage"
+VALUE_TARGET = "value_target"
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """Sizes and options of a rollout; `action_shape` is () for discrete actions."""
+
+    num_envs: int
+    num_steps: int
+    obs_dim: int
+    action_shape: tuple[int, ...]
+    action_dtype: torch.dtype
+    with_value: bool
+    with_success: bool
+    device: torch.device
+
+    def __post_init__(self) -> None:
+        if self.num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {self.num_envs}")
+        if self.num_steps <= 0:
+            raise ValueError(f"num_steps must be a positive integer, got {self.num_steps}")
+
+
+def make_rollout(spec: RolloutSpec) -> TensorDict:
+    """Allocate the shared rollout once; every later iteration overwrites it in place."""
+    n, t1, dev = spec.num_envs, spec.num_steps + 1, spec.device
+
+    def scalar(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.zeros(n, t1, dtype=dtype, device=dev)
+
+    fields = {
+        OBS: torch.zeros(n, t1, spec.obs_dim, device=dev),
+        ACTION: torch.zeros(n, t1, *spec.action_shape, dtype=spec.action_dtype, device=dev),
+        SAMPLE_LOG_PROB: scalar(),
+        REWARD: scalar(),
+        DONE: scalar(torch.bool),
+        TERMINATED: scalar(torch.bool),
+        TRUNCATED: scalar(torch.bool),
+        ADVANTAGE: scalar(),
+    }
+    if spec.with_value:
+        fields |= {VALUE: scalar(), FINAL_VALUE: scalar(), VALUE_TARGET: scalar()}
+    if spec.with_success:
+        fields[SUCCESS] = scalar(torch.bool)
+    return TensorDict(fields, batch_size=[n, t1], device=dev)
+
+
+def num_steps(rollout: TensorDict) -> int:
+    """Number of transitions per env (T) in a rollout of batch shape [N, T + 1]."""
+    return rollout.batch_size[1] - 1
+
+
+def transition_view(rollout: TensorDict) -> TensorDict:
+    """Return the [N, T] view of the valid transitions (index T dropped from every key).
+
+    `obs` and `value` of the view are the observations and values the actions were taken
+    from; their bootstrap entries at T stay reachable through the full rollout.
+    """
+    return rollout[:, :-1]
+
+
+def step_slots(rollout: TensorDict) -> list[StepSlot]:
+    """Per-step views into the rollout where the env writes transition t (and obs t + 1)."""
+    obs, success = rollout[OBS], rollout.get(SUCCESS, None)
+    return [
+        StepSlot(
+            reward=rollout[REWARD][:, t],
+            terminated=rollout[TERMINATED][:, t],
+            truncated=rollout[TRUNCATED][:, t],
+            done=rollout[DONE][:, t],
+            next_obs=obs[:, t + 1],
+            success=None if success is None else success[:, t],
+        )
+        for t in range(num_steps(rollout))
+    ]
+
+
+def nominal_bytes(rollout: TensorDict) -> int:
+    """Bytes held by the rollout's tensors (the yardstick for update-time memory)."""
+    return sum(t.numel() * t.element_size() for t in rollout.values(include_nested=True))

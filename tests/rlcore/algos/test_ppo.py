@@ -1,0 +1,94 @@
+import math
+
+import pytest
+import torch
+
+from rlcore.algos.ppo import PPO, PPOConfig, clipped_surrogate, value_loss
+from rlcore.collector import SyncCollector
+from rlcore.envs import CartPole, EnvConfig, Pendulum
+from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.rollout import (
+    ACTION,
+    ADVANTAGE,
+    DONE,
+    FINAL_VALUE,
+    REWARD,
+    SAMPLE_LOG_PROB,
+    TERMINATED,
+    TRUNCATED,
+    VALUE_TARGET,
+    RolloutSpec,
+    make_rollout,
+)
+from rlcore.trainer import ExperimentConfig, Trainer, TrainerConfig
+
+
+def test_clipped_surrogate_at_its_bounds():
+    old = torch.zeros(4)
+    # ratios e^{0.5} ~ 1.65 and e^{-0.5} ~ 0.61, clip_eps 0.2 -> clipped to 1.2 and 0.8
+    log_prob = torch.tensor([0.5, 0.5, -0.5, -0.5])
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss, ratio = clipped_surrogate(log_prob, old, adv, clip_eps=0.2)
+    # per sample min(r*A, clip(r)*A): [1.2, -1.6487, 0.6065, -0.8]
+    expected = -(1.2 - math.exp(0.5) + math.exp(-0.5) - 0.8) / 4
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    torch.testing.assert_close(ratio, log_prob.exp())
+
+
+def test_value_clipping_takes_the_pessimistic_error():
+    # old 0, new 1, target 1, clip 0.2: unclipped error 0, clipped value 0.2 -> error 0.64
+    loss = value_loss(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([1.0]), 0.2)
+    assert loss.item() == pytest.approx(0.5 * 0.64)
+    assert value_loss(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([1.0]), None) == 0
+
+
+@pytest.mark.parametrize("env_cls", [CartPole, Pendulum])
+def test_nan_padding_never_reaches_the_losses(env_cls):
+    env = env_cls(4)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    discrete = env_cls is CartPole
+    spec = RolloutSpec(
+        4, 16, env.obs_dim, () if discrete else (1,), torch.int64 if discrete else torch.float32,
+        True, False, env.device,
+    )  # fmt: skip
+    ro = make_rollout(spec)
+    gen = torch.Generator().manual_seed(0)
+    collector = SyncCollector(env, policy, ro, gen)
+    collector.reset(seed=0)
+    collector.collect()
+    for key in (REWARD, SAMPLE_LOG_PROB, FINAL_VALUE, ADVANTAGE, VALUE_TARGET):
+        ro[key][:, -1] = float("nan")
+    if not discrete:
+        ro[ACTION][:, -1] = float("nan")
+    for key in (DONE, TERMINATED, TRUNCATED):
+        ro[key][:, -1] = True
+    ppo = PPO(policy, PPOConfig(num_epochs=2, num_minibatches=4), total_updates=1, generator=gen)
+    metrics = ppo.update(ro)
+    assert all(math.isfinite(metrics[k]) for k in ("loss/policy", "loss/value", "loss/entropy"))
+    assert torch.isnan(ro[ADVANTAGE][:, -1]).all()  # the padding itself was left alone
+    assert all(torch.isfinite(p).all() for p in policy.parameters())
+
+
+def test_kl_adaptive_lr_moves_with_kl():
+    env = CartPole(2)
+    policy = ActorCritic(4, env.action_space, PolicyConfig())
+    ppo = PPO(policy, PPOConfig(lr=1e-3, lr_schedule="kl_adaptive", desired_kl=0.01), 1,
+              torch.Generator())  # fmt: skip
+    ppo._adapt_lr(0.05)
+    assert ppo.lr == pytest.approx(1e-3 / 1.5)
+    ppo._adapt_lr(0.001)
+    assert ppo.lr == pytest.approx(1e-3)
+
+
+def test_ppo_solves_cartpole_within_a_small_budget():
+    cfg = ExperimentConfig(
+        env=EnvConfig("cartpole", num_envs=16),
+        policy=PolicyConfig(activation="relu"),
+        ppo=PPOConfig(lr=1e-3),
+        trainer=TrainerConfig(
+            total_env_steps=150_000, num_steps=128, eval_every_iters=2, stop_at_eval_return=475
+        ),
+    )
+    result = Trainer(cfg).run()
+    assert result.reached_target, result
+    assert result.eval_metrics["eval/episode_return"] >= 475

@@ -1,0 +1,103 @@
+import pytest
+import torch
+
+from rlcore.collector import SyncCollector
+from rlcore.envs import CartPole
+from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.rollout import (
+    DONE,
+    FINAL_VALUE,
+    OBS,
+    REWARD,
+    TERMINATED,
+    TRUNCATED,
+    VALUE,
+    RolloutSpec,
+    make_rollout,
+)
+
+
+def make(num_envs=4, num_steps=64, max_steps=None):
+    env = CartPole(num_envs)
+    if max_steps is not None:
+        env.max_episode_steps = max_steps
+        env._time_limit.fill_(max_steps)
+    torch.manual_seed(0)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    spec = RolloutSpec(num_envs, num_steps, 4, (), torch.int64, True, False, env.device)
+    rollout = make_rollout(spec)
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
+    collector.reset(seed=0)
+    return env, policy, rollout, collector
+
+
+def test_episode_stats_match_a_plain_loop_across_rollouts():
+    _, _, ro, collector = make()
+    running_ret, running_len = [0.0] * 4, [0] * 4
+    for _ in range(3):
+        stats = collector.collect()
+        expected = []
+        for n in range(4):
+            for t in range(64):
+                running_ret[n] += ro[REWARD][n, t].item()
+                running_len[n] += 1
+                if ro[DONE][n, t]:
+                    expected.append((n, t, running_ret[n], running_len[n]))
+                    running_ret[n], running_len[n] = 0.0, 0
+        assert stats.returns.tolist() == pytest.approx([e[2] for e in expected])
+        assert stats.lengths.tolist() == [e[3] for e in expected]
+    # CartPole gives +1 per step, so return equals length
+    assert stats.returns.tolist() == pytest.approx(stats.lengths.double().tolist())
+
+
+def test_obs_continuity_and_bootstrap_value():
+    _, policy, ro, collector = make(num_envs=2, num_steps=8)
+    collector.collect()
+    last_obs = ro[OBS][:, -1].clone()
+    with torch.no_grad():
+        torch.testing.assert_close(ro[VALUE][:, -1], policy.value(last_obs))
+    collector.collect()
+    torch.testing.assert_close(ro[OBS][:, 0], last_obs)
+
+
+def test_final_value_is_value_of_true_final_obs_on_truncation_only():
+    env, policy, ro, collector = make(num_envs=8, num_steps=30, max_steps=10)
+    final_obs_at = {}
+    original_step = env.step
+
+    def spy(action, slot):
+        original_step(action, slot)
+        final_obs_at[len(final_obs_at)] = env.final_obs.clone()
+
+    env.step = spy
+    collector.collect()
+    truncated = ro[TRUNCATED][:, :30] & ~ro[TERMINATED][:, :30]
+    assert truncated.any(), "time limit of 10 must truncate within 30 steps"
+    for t in range(30):
+        with torch.no_grad():
+            v = policy.value(final_obs_at[t])
+        expected = torch.where(truncated[:, t], v, torch.zeros_like(v))
+        torch.testing.assert_close(ro[FINAL_VALUE][:, t], expected)
+        # after auto-reset, obs[t+1] of a truncated env is a fresh start, not the final obs
+        for n in torch.nonzero(truncated[:, t]).flatten().tolist():
+            assert ro[OBS][n, t + 1].abs().max() <= 0.05
+
+
+def test_collect_runs_without_autograd():
+    _, policy, _ro, collector = make(num_envs=2, num_steps=4)
+    calls = []
+    policy.register_forward_pre_hook(lambda *_: calls.append(torch.is_inference_mode_enabled()))
+    policy.act = policy.act  # act is not forward; hook the MLP instead
+    policy.actor.register_forward_pre_hook(lambda *_: calls.append(torch.is_grad_enabled()))
+    collector.collect()
+    assert calls and not any(calls)
+
+
+def test_mismatched_policy_action_dim_is_rejected():
+    env = CartPole(2)
+    import gymnasium.spaces as spaces
+
+    policy = ActorCritic(4, spaces.Box(-1, 1, (3,)), PolicyConfig())
+    spec = RolloutSpec(2, 4, 4, (), torch.int64, True, False, env.device)
+    with pytest.raises(ValueError, match="action dim"):
+        SyncCollector(env, policy, make_rollout(spec), torch.Generator())

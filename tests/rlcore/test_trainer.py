@@ -1,0 +1,99 @@
+import pytest
+import torch
+
+from rlcore.algos.base import NonFiniteError
+from rlcore.algos.ppo import PPOConfig
+from rlcore.checkpoint import CheckpointError
+from rlcore.envs import EnvConfig
+from rlcore.policies import PolicyConfig
+from rlcore.trainer import ExperimentConfig, Trainer, TrainerConfig
+
+
+def small_config(env="pendulum", **trainer):
+    return ExperimentConfig(
+        env=EnvConfig(env, num_envs=8),
+        policy=PolicyConfig(hidden_sizes=(16, 16), normalize_obs=True),
+        ppo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="linear", ent_coef=0.01),
+        trainer=TrainerConfig(
+            total_env_steps=2048, num_steps=32, eval_every_iters=2, eval_episodes=2, **trainer
+        ),
+    )
+
+
+def params(trainer):
+    return torch.cat([p.detach().flatten() for p in trainer.policy.state_dict().values()])
+
+
+@pytest.mark.parametrize("env", ["cartpole", "pendulum", "push_cube"])
+def test_exact_resume_matches_straight_run(tmp_path, env):
+    cfg = small_config(env)
+    straight = Trainer(cfg)
+    straight.run()
+    assert straight.env_steps == 2048
+
+    first = Trainer(cfg)
+    first.run(max_iters=4, checkpoint_path=tmp_path / "ckpt.pt")
+    assert first.env_steps == 1024
+    resumed = Trainer(cfg)
+    resumed.load(tmp_path / "ckpt.pt")
+    resumed.run()
+    assert torch.equal(params(straight), params(resumed))
+    assert torch.equal(straight.policy.obs_norm.mean, resumed.policy.obs_norm.mean)
+
+
+def test_corrupt_or_truncated_checkpoint_fails_clearly(tmp_path):
+    cfg = small_config()
+    path = tmp_path / "ckpt.pt"
+    Trainer(cfg).run(max_iters=1, checkpoint_path=path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        Trainer(cfg).load(path)
+    path.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        Trainer(cfg).load(path)
+
+
+def test_checkpoint_from_other_config_is_refused(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    Trainer(small_config()).run(max_iters=1, checkpoint_path=path)
+    other = small_config(seed=5)
+    with pytest.raises(CheckpointError, match="different configuration"):
+        Trainer(other).load(path)
+
+
+def test_non_finite_observation_stops_and_keeps_last_checkpoint(tmp_path):
+    cfg = small_config(checkpoint_every_iters=1)
+    path = tmp_path / "ckpt.pt"
+    trainer = Trainer(cfg)
+    trainer.run(max_iters=2, checkpoint_path=path)
+    good = path.read_bytes()
+    original = trainer.env._observe
+
+    def poisoned(out):
+        original(out)
+        out[0, 0] = float("nan")
+
+    trainer.env._observe = poisoned
+    with pytest.raises(NonFiniteError, match="non-finite obs"):
+        trainer.run(checkpoint_path=path)
+    assert path.read_bytes() == good
+    Trainer(cfg).load(path)  # still loadable
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: PPOConfig(gamma=1.5), r"ppo.gamma must be in \(0, 1\]"),
+        (lambda: PPOConfig(gamma=0.0), "ppo.gamma"),
+        (lambda: PPOConfig(lr_schedule="cosine"), "ppo.lr_schedule must be one of"),
+        (lambda: EnvConfig(num_envs=0), "env.num_envs must be a positive integer"),
+        (lambda: EnvConfig(num_envs=10, group_size=4), "env.group_size must be a positive divisor"),
+        (lambda: EnvConfig(name="atari"), "env.name must be one of .*cartpole"),
+        (lambda: TrainerConfig(num_steps=0), "trainer.num_steps"),
+        (lambda: PolicyConfig(activation="gelu"), "policy.activation must be one of"),
+    ],
+)
+def test_invalid_configuration_names_the_field(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
