@@ -18,6 +18,26 @@ PRESETS: dict[str, ExperimentConfig] = {
             total_env_steps=200_000, num_steps=128, eval_every_iters=2, stop_at_eval_return=475
         ),
     ),
+    "pendulum": ExperimentConfig(
+        env=EnvConfig("pendulum", num_envs=64),
+        policy=PolicyConfig(activation="tanh", normalize_obs=True, init_log_std=-0.5),
+        ppo=PPOConfig(lr=1e-3, gamma=0.95, reward_scale=0.1, num_epochs=10, num_minibatches=8),
+        trainer=TrainerConfig(
+            total_env_steps=2_000_000, num_steps=64, eval_every_iters=5, stop_at_eval_return=-250
+        ),
+    ),
+    "push_cube": ExperimentConfig(
+        env=EnvConfig("push_cube", num_envs=64),
+        policy=PolicyConfig(activation="relu", normalize_obs=True, init_log_std=-0.5),
+        ppo=PPOConfig(lr=1e-3, gamma=0.99, reward_scale=0.1, num_epochs=10, num_minibatches=8),
+        trainer=TrainerConfig(
+            total_env_steps=3_000_000,
+            num_steps=64,
+            eval_every_iters=5,
+            eval_episodes=64,
+            stop_at_eval_success=0.9,
+        ),
+    ),
 }
 
 

@@ -39,6 +39,7 @@ _BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, VALUE, ADVANTAGE, VALUE_TARGET)
 class PPOConfig:
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    reward_scale: float = 1.0
     clip_eps: float = 0.2
     clip_value_eps: float | None = None
     ent_coef: float = 0.0
@@ -60,6 +61,7 @@ class PPOConfig:
 
         check(0.0 < self.gamma <= 1.0, "gamma", "in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", "in [0, 1]")
+        check(self.reward_scale > 0, "reward_scale", "> 0")
         check(self.clip_eps > 0, "clip_eps", "> 0")
         check(
             self.clip_value_eps is None or self.clip_value_eps > 0, "clip_value_eps", "> 0 or null"
@@ -123,8 +125,9 @@ class PPO:
 
     def _write_advantages(self, rollout: TensorDict) -> None:
         cfg, tv = self.cfg, transition_view(rollout)
+        reward = tv[REWARD] if cfg.reward_scale == 1.0 else tv[REWARD] * cfg.reward_scale
         compute_gae(
-            tv[REWARD], rollout[VALUE], tv[FINAL_VALUE], tv[TERMINATED], tv[TRUNCATED],
+            reward, rollout[VALUE], tv[FINAL_VALUE], tv[TERMINATED], tv[TRUNCATED],
             cfg.gamma, cfg.gae_lambda, advantage_out=tv[ADVANTAGE],
         )  # fmt: skip
         torch.add(tv[ADVANTAGE], tv[VALUE], out=tv[VALUE_TARGET])

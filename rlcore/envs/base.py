@@ -142,6 +142,13 @@ class BatchedEnv(abc.ABC):
 
     # --- the contract ------------------------------------------------------------------
 
+    def set_max_episode_steps(self, steps: int) -> None:
+        """Change the time limit of this instance (evaluation horizons, tests)."""
+        if steps <= 0:
+            raise ValueError(f"max_episode_steps must be a positive integer, got {steps}")
+        self.max_episode_steps = steps
+        self._time_limit.fill_(steps)
+
     def reset(
         self,
         seed: int | None = None,

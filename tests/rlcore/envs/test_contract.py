@@ -1,0 +1,155 @@
+"""One contract suite, run over every builtin env (and CUDA when present)."""
+
+import gymnasium.spaces as spaces
+import pytest
+import torch
+
+from rlcore.envs import ENVS, BatchedEnv, StepSlot
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+N = 8
+
+
+@pytest.fixture(params=[(name, dev) for name in sorted(ENVS) for dev in DEVICES], ids=str)
+def make(request):
+    name, device = request.param
+
+    def build(num_envs: int = N) -> BatchedEnv:
+        return ENVS[name](num_envs, device=device)
+
+    return build
+
+
+def random_actions(env: BatchedEnv, gen: torch.Generator) -> torch.Tensor:
+    if isinstance(env.action_space, spaces.Discrete):
+        return torch.randint(0, env.action_space.n, (env.num_envs,), generator=gen).to(env.device)
+    low = torch.as_tensor(env.action_space.low)
+    high = torch.as_tensor(env.action_space.high)
+    u = torch.rand(env.num_envs, env.action_dim, generator=gen)
+    return (low + u * (high - low)).to(env.device)
+
+
+def slot_for(env: BatchedEnv) -> StepSlot:
+    return StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)
+
+
+def rollout(env: BatchedEnv, steps: int, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    slot, frames = slot_for(env), []
+    for _ in range(steps):
+        env.step(random_actions(env, gen), slot)
+        frames.append(torch.cat([slot.next_obs, slot.reward[:, None], slot.done[:, None]], 1))
+    return frames
+
+
+def test_shapes_dtypes_devices(make):
+    env = make()
+    obs = env.reset(seed=0)
+    assert obs.shape == (N, env.obs_dim) and obs.dtype == torch.float32
+    assert obs.device.type == env.device.type
+    slot = slot_for(env)
+    env.step(random_actions(env, torch.Generator().manual_seed(0)), slot)
+    assert slot.reward.dtype == torch.float32 and torch.isfinite(slot.reward).all()
+    for flag in (slot.terminated, slot.truncated, slot.done):
+        assert flag.dtype == torch.bool and flag.shape == (N,)
+    assert torch.isfinite(slot.next_obs).all()
+    assert env.observation_space.shape == (env.obs_dim,)
+    assert (slot.success is not None) == env.has_success
+
+
+def test_step_writes_in_place_into_the_slot(make):
+    env = make()
+    env.reset(seed=0)
+    storage = torch.zeros(N, 3, env.obs_dim, device=env.device)
+    base = slot_for(env)
+    slot = StepSlot(
+        base.reward, base.terminated, base.truncated, base.done, storage[:, 1], base.success
+    )
+    pointers = [t.data_ptr() for t in (slot.reward, slot.done, slot.next_obs)]
+    env.step(random_actions(env, torch.Generator().manual_seed(0)), slot)
+    assert [t.data_ptr() for t in (slot.reward, slot.done, slot.next_obs)] == pointers
+    assert storage[:, 1].abs().sum() > 0 and storage[:, 0].abs().sum() == 0
+
+
+def test_seeded_reset_is_deterministic(make):
+    a, b, c = make(), make(), make()
+    a.reset(seed=7), b.reset(seed=7), c.reset(seed=8)
+    ra, rb, rc = rollout(a, 40, 0), rollout(b, 40, 0), rollout(c, 40, 0)
+    assert all(torch.equal(x, y) for x, y in zip(ra, rb, strict=True))
+    assert not all(torch.equal(x, z) for x, z in zip(ra, rc, strict=True))
+
+
+def test_state_dict_round_trip_continues_identically(make):
+    a = make()
+    a.reset(seed=1)
+    rollout(a, 13, seed=0)
+    snapshot = a.state_dict()
+    expected = rollout(a, 30, seed=5)
+    b = make()
+    b.reset(seed=99)
+    b.load_state_dict(snapshot)
+    assert all(torch.equal(x, y) for x, y in zip(expected, rollout(b, 30, seed=5), strict=True))
+
+
+def test_truncation_auto_reset_and_true_final_observation(make):
+    env, twin = make(), make()
+    env.set_max_episode_steps(5)
+    env.reset(seed=3)
+    gen = torch.Generator().manual_seed(0)
+    slot, twin_slot = slot_for(env), slot_for(twin)
+    for step in range(5):
+        action = random_actions(env, gen)
+        if step == 4:  # the twin has no time limit: its next obs is the true final obs
+            twin.load_state_dict(env.state_dict())
+            twin.step(action, twin_slot)
+        env.step(action, slot)
+    ended = slot.truncated & ~slot.terminated
+    assert ended.any()
+    assert torch.equal(slot.done, slot.terminated | slot.truncated)
+    assert (env.elapsed_steps[slot.done] == 0).all()
+    torch.testing.assert_close(env.final_obs[ended], twin_slot.next_obs[ended])
+    # after auto-reset, the obs at t+1 starts the new episode: it differs from the final one
+    assert not torch.allclose(slot.next_obs[ended], env.final_obs[ended])
+
+
+def test_partial_reset_touches_only_chosen_envs(make):
+    env = make()
+    env.reset(seed=0)
+    rollout(env, 3, seed=0)
+    before = env.reset(env_ids=torch.tensor([], dtype=torch.long))
+    after = env.reset(env_ids=torch.tensor([1, 3]))
+    untouched = [i for i in range(N) if i not in (1, 3)]
+    assert torch.equal(before[untouched], after[untouched])
+    assert not torch.equal(before[[1, 3]], after[[1, 3]])
+    assert (env.elapsed_steps[[1, 3]] == 0).all()
+
+
+def test_group_reset_shares_initial_state_within_groups(make):
+    env = make()
+    obs = env.reset(seed=0, group_size=4)
+    assert torch.equal(obs[0:4], obs[0].expand(4, -1))
+    assert torch.equal(obs[4:8], obs[4].expand(4, -1))
+    assert not torch.equal(obs[0], obs[4])
+    with pytest.raises(ValueError, match="group_size"):
+        env.reset(group_size=3)
+
+
+def test_render_gives_rgb_frames(make):
+    env = make()
+    env.reset(seed=0)
+    frames = env.render(torch.tensor([0, 2]), size=48)
+    assert frames.shape == (2, 48, 48, 3) and frames.dtype == torch.uint8
+    assert frames.device.type == env.device.type
+    assert frames.float().std() > 0  # something was drawn
+
+
+def test_box_actions_are_clipped_to_bounds(make):
+    env, twin = make(), make()
+    if not isinstance(env.action_space, spaces.Box):
+        pytest.skip("discrete actions")
+    env.reset(seed=0), twin.reset(seed=0)
+    high = torch.as_tensor(env.action_space.high, device=env.device).expand(N, -1)
+    a, b = slot_for(env), slot_for(twin)
+    env.step(high * 100, a)
+    twin.step(high.clone(), b)
+    assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
