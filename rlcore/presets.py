@@ -11,11 +11,11 @@ from rlcore.trainer import ExperimentConfig, TrainerConfig
 # and it is the single largest cost of a small-MLP PPO update.
 PRESETS: dict[str, ExperimentConfig] = {
     "cartpole": ExperimentConfig(
-        env=EnvConfig("cartpole", num_envs=16),
+        env=EnvConfig("cartpole", num_envs=32),
         policy=PolicyConfig(hidden_sizes=(64, 64), activation="relu"),
-        ppo=PPOConfig(lr=1e-3, num_epochs=10, num_minibatches=4),
+        ppo=PPOConfig(lr=1e-3, num_epochs=5, num_minibatches=4),
         trainer=TrainerConfig(
-            total_env_steps=200_000, num_steps=128, eval_every_iters=2, stop_at_eval_return=475
+            total_env_steps=200_000, num_steps=64, eval_every_iters=2, stop_at_eval_return=475
         ),
     ),
     "pendulum": ExperimentConfig(

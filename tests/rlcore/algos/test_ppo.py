@@ -1,12 +1,14 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from rlcore.algos.ppo import PPO, PPOConfig, clipped_surrogate, value_loss
 from rlcore.collector import SyncCollector
-from rlcore.envs import CartPole, EnvConfig, Pendulum
+from rlcore.envs import CartPole, Pendulum
 from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.presets import PRESETS
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -20,7 +22,7 @@ from rlcore.rollout import (
     RolloutSpec,
     make_rollout,
 )
-from rlcore.trainer import ExperimentConfig, Trainer, TrainerConfig
+from rlcore.trainer import Trainer
 
 
 def test_clipped_surrogate_at_its_bounds():
@@ -81,14 +83,9 @@ def test_kl_adaptive_lr_moves_with_kl():
 
 
 def test_ppo_solves_cartpole_within_a_small_budget():
-    cfg = ExperimentConfig(
-        env=EnvConfig("cartpole", num_envs=16),
-        policy=PolicyConfig(activation="relu"),
-        ppo=PPOConfig(lr=1e-3),
-        trainer=TrainerConfig(
-            total_env_steps=150_000, num_steps=128, eval_every_iters=2, stop_at_eval_return=475
-        ),
-    )
+    cfg = PRESETS["cartpole"]
+    cfg = replace(cfg, trainer=replace(cfg.trainer, total_env_steps=150_000))
     result = Trainer(cfg).run()
     assert result.reached_target, result
     assert result.eval_metrics["eval/episode_return"] >= 475
+    assert result.env_steps < 150_000
