@@ -97,3 +97,32 @@ def test_non_finite_observation_stops_and_keeps_last_checkpoint(tmp_path):
 def test_invalid_configuration_names_the_field(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_non_finite_reward_stops_training(tmp_path):
+    trainer = Trainer(small_config())
+    original = trainer.env._advance
+
+    def poisoned(action, slot):
+        original(action, slot)
+        slot.reward[1] = float("inf")
+
+    trainer.env._advance = poisoned
+    with pytest.raises(NonFiniteError, match="non-finite reward"):
+        trainer.run(checkpoint_path=tmp_path / "ckpt.pt")
+    assert not (tmp_path / "ckpt.pt").exists()
+
+
+def test_non_finite_loss_stops_before_corrupting_parameters():
+    trainer = Trainer(small_config())
+    before = params(trainer).clone()
+    original = trainer.policy.evaluate
+
+    def poisoned(obs, action):
+        out = original(obs, action)
+        return out._replace(value=out.value * float("nan"))
+
+    trainer.policy.evaluate = poisoned
+    with pytest.raises(NonFiniteError, match="loss became non-finite"):
+        trainer.run(max_iters=1)
+    assert torch.equal(params(trainer), before)
