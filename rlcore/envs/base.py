@@ -222,3 +222,37 @@ class BatchedEnv(abc.ABC):
             tensor.copy_(state[f"physics.{key}"])
         self.elapsed_steps.copy_(state["elapsed_steps"])
         self.generator.set_state(state["generator"])
+
+
+class ColumnStateEnv(BatchedEnv):
+    """A `BatchedEnv` whose whole simulated state is one `[state_dim, N]` tensor.
+
+    Column-per-instance storage keeps each state variable contiguous, so the physics runs as
+    few fused kernels over contiguous memory. Subclasses only say how to sample initial
+    states; resets, group resets and checkpointing of the state are shared here.
+    """
+
+    state_dim: int
+
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
+        super().__init__(num_envs, device)
+        self._state = torch.zeros(self.state_dim, num_envs, device=self.device)
+        self._fresh = torch.zeros(self.state_dim, num_envs, device=self.device)
+
+    @abc.abstractmethod
+    def _sample_initial(self, out: torch.Tensor) -> None:
+        """Fill `out` ([state_dim, k]) with k independent initial states from `generator`."""
+
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        self._sample_initial(self._fresh)
+        torch.where(mask, self._fresh, self._state, out=self._state)
+
+    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
+        fresh = torch.empty(self.state_dim, env_ids.numel() // group_size, device=self.device)
+        self._sample_initial(fresh)
+        if group_size > 1:
+            fresh = fresh.repeat_interleave(group_size, dim=1)
+        self._state.index_copy_(1, env_ids, fresh)
+
+    def _physics_state(self) -> dict[str, torch.Tensor]:
+        return {"state": self._state}

@@ -8,7 +8,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 import torch
 
-from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.envs.base import ColumnStateEnv, StepSlot
 from rlcore.envs.render import Canvas
 
 GRAVITY = 9.8
@@ -24,7 +24,7 @@ THETA_THRESHOLD = 12 * 2 * math.pi / 360
 INIT_RANGE = 0.05
 
 
-class CartPole(BatchedEnv):
+class CartPole(ColumnStateEnv):
     """Balance a pole on a cart; +1 reward per step, explicit Euler as in Gymnasium.
 
     Speed matters here (per-kernel overhead dominates at these sizes), so the state is stored
@@ -36,11 +36,11 @@ class CartPole(BatchedEnv):
     observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(4,), dtype=np.float32)
     action_space = spaces.Discrete(2)
     max_episode_steps = 500
+    state_dim = 4
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
         super().__init__(num_envs, device)
         n, dev = num_envs, self.device
-        self._state = torch.zeros(4, n, device=dev)
         self._pos, self._vel = self._state[0::2], self._state[1::2]
         self._acc = torch.zeros(2, n, device=dev)
         self._x_acc, self._theta_acc = self._acc.unbind(0)
@@ -49,7 +49,6 @@ class CartPole(BatchedEnv):
         self._theta, self._theta_dot = self._state[2], self._state[3]
         self._abs_pos = torch.zeros(2, n, device=dev)
         self._x_out = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._fresh = torch.zeros(4, n, device=dev)
 
         def const(value: float) -> torch.Tensor:
             return torch.tensor(value, device=dev)
@@ -104,25 +103,11 @@ class CartPole(BatchedEnv):
         torch.rand(out.shape, generator=self.generator, device=self.device, out=out)
         out.mul_(self._init_scale).add_(self._init_offset)
 
-    def _reset_where(self, mask: torch.Tensor) -> None:
-        self._sample_initial(self._fresh)
-        torch.where(mask, self._fresh, self._state, out=self._state)
-
-    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
-        fresh = torch.empty(4, env_ids.numel() // group_size, device=self.device)
-        self._sample_initial(fresh)
-        if group_size > 1:
-            fresh = fresh.repeat_interleave(group_size, dim=1)
-        self._state.index_copy_(1, env_ids, fresh)
-
     def _observe(self, out: torch.Tensor) -> None:
         out.copy_(self._state.T)
 
     def _observe_ids(self, env_ids: torch.Tensor, out: torch.Tensor) -> None:
         out.index_copy_(0, env_ids, self._state.index_select(1, env_ids).T)
-
-    def _physics_state(self) -> dict[str, torch.Tensor]:
-        return {"state": self._state}
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)

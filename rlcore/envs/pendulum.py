@@ -8,7 +8,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 import torch
 
-from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.envs.base import ColumnStateEnv, StepSlot
 from rlcore.envs.render import Canvas
 
 GRAVITY = 10.0
@@ -20,7 +20,7 @@ MAX_TORQUE = 2.0
 INIT_SPEED = 1.0
 
 
-class Pendulum(BatchedEnv):
+class Pendulum(ColumnStateEnv):
     """Swing a torque-driven pendulum upright and hold it there; never terminates.
 
     Same update as Gymnasium: the cost uses the pre-step state, the new angular velocity comes
@@ -37,16 +37,15 @@ class Pendulum(BatchedEnv):
     )
     action_space = spaces.Box(low=-MAX_TORQUE, high=MAX_TORQUE, shape=(1,), dtype=np.float32)
     max_episode_steps = 200
+    state_dim = 2
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
         super().__init__(num_envs, device)
         n, dev = num_envs, self.device
         # rows: [theta, theta_dot]
-        self._state = torch.zeros(2, n, device=dev)
         self._theta, self._theta_dot = self._state.unbind(0)
         self._torque = torch.zeros(n, device=dev)
         self._sin = torch.zeros(n, device=dev)
-        self._fresh = torch.zeros(2, n, device=dev)
 
         def const(value: float) -> torch.Tensor:
             return torch.tensor(value, device=dev)
@@ -85,17 +84,6 @@ class Pendulum(BatchedEnv):
         torch.rand(out.shape, generator=self.generator, device=self.device, out=out)
         out.mul_(self._init_scale).add_(self._init_offset)
 
-    def _reset_where(self, mask: torch.Tensor) -> None:
-        self._sample_initial(self._fresh)
-        torch.where(mask, self._fresh, self._state, out=self._state)
-
-    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
-        fresh = torch.empty(2, env_ids.numel() // group_size, device=self.device)
-        self._sample_initial(fresh)
-        if group_size > 1:
-            fresh = fresh.repeat_interleave(group_size, dim=1)
-        self._state.index_copy_(1, env_ids, fresh)
-
     def _observe(self, out: torch.Tensor) -> None:
         # Column-wise writes: a transposed [3, N] -> [N, 3] copy is slower on CPU.
         torch.cos(self._theta, out=out[:, 0])
@@ -105,9 +93,6 @@ class Pendulum(BatchedEnv):
     def _observe_ids(self, env_ids: torch.Tensor, out: torch.Tensor) -> None:
         theta, theta_dot = self._state.index_select(1, env_ids).unbind(0)
         out.index_copy_(0, env_ids, torch.stack((theta.cos(), theta.sin(), theta_dot), dim=1))
-
-    def _physics_state(self) -> dict[str, torch.Tensor]:
-        return {"state": self._state}
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)

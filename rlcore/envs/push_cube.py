@@ -8,7 +8,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 import torch
 
-from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.envs.base import ColumnStateEnv, StepSlot
 from rlcore.envs.render import Canvas
 
 TABLE_HALF = 0.5
@@ -32,7 +32,7 @@ EPS = 1e-8
 CONTROLS = ("velocity", "force")
 
 
-class PushCube(BatchedEnv):
+class PushCube(ColumnStateEnv):
     """Push a cube (a disc for contact) to a goal with a point-mass pusher on a square table.
 
     Contact is quasi-static: the cube never slides on its own; when the moved pusher overlaps
@@ -53,6 +53,7 @@ class PushCube(BatchedEnv):
     observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(12,), dtype=np.float32)
     action_space = spaces.Box(low=-1.0, high=1.0, shape=(2,), dtype=np.float32)
     max_episode_steps = 100
+    state_dim = 8
     has_success = True
 
     def __init__(
@@ -63,7 +64,6 @@ class PushCube(BatchedEnv):
         super().__init__(num_envs, device)
         self.control = control
         n, dev = num_envs, self.device
-        self._state = torch.zeros(8, n, device=dev)
         self._pusher, self._vel = self._state[0:2], self._state[2:4]
         self._cube, self._goal = self._state[4:6], self._state[6:8]
         # [[pusher], [cube]] and [[cube], [goal]]: both differences of the observation at once
@@ -75,7 +75,6 @@ class PushCube(BatchedEnv):
         self._offset = torch.zeros(2, n, device=dev)
         self._buf = torch.zeros(3, n, device=dev)
         self._dist, self._factor, self._goal_dist = self._buf.unbind(0)
-        self._fresh = torch.zeros(8, n, device=dev)
 
         def const(value: float) -> torch.Tensor:
             return torch.tensor(value, device=dev)
@@ -166,17 +165,6 @@ class PushCube(BatchedEnv):
         torch.addcmul(cube, rel, scale, out=pusher)
         vel.zero_()
 
-    def _reset_where(self, mask: torch.Tensor) -> None:
-        self._sample_initial(self._fresh)
-        torch.where(mask, self._fresh, self._state, out=self._state)
-
-    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
-        fresh = torch.empty(8, env_ids.numel() // group_size, device=self.device)
-        self._sample_initial(fresh)
-        if group_size > 1:
-            fresh = fresh.repeat_interleave(group_size, dim=1)
-        self._state.index_copy_(1, env_ids, fresh)
-
     # --- observation, state, rendering -------------------------------------------------
 
     def _observe(self, out: torch.Tensor) -> None:
@@ -190,9 +178,6 @@ class PushCube(BatchedEnv):
         rows = self._state.index_select(1, env_ids)
         diffs = rows[4:8] - torch.cat((rows[0:2], rows[4:6]))
         out.index_copy_(0, env_ids, torch.cat((rows, diffs)).T)
-
-    def _physics_state(self) -> dict[str, torch.Tensor]:
-        return {"state": self._state}
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
