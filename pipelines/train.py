@@ -11,10 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from rlcore.checkpoint import CheckpointError
 from rlcore.presets import PRESETS, preset
+from rlcore.runtime import configure_cpu
 from rlcore.trainer import Trainer
 
 
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    configure_cpu(args.threads)
     cfg = preset(args.preset)
     run_dir = args.run_dir or Path("runs") / args.preset
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -14,10 +14,8 @@ from rlcore.rollout import (
     DONE,
     FINAL_VALUE,
     OBS,
-    REWARD,
     SAMPLE_LOG_PROB,
     SUCCESS,
-    TRUNCATED,
     VALUE,
     num_steps,
     step_slots,
@@ -50,6 +48,28 @@ class EpisodeStats:
         return out
 
 
+@dataclass(frozen=True)
+class _PolicyViews:
+    """Views of the rollout at step t that the policy's outputs are copied into."""
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    log_prob: torch.Tensor
+    value: torch.Tensor | None
+    final_value: torch.Tensor | None
+
+    @staticmethod
+    def at(rollout: TensorDict, t: int) -> _PolicyViews:
+        value, final_value = rollout.get(VALUE, None), rollout.get(FINAL_VALUE, None)
+        return _PolicyViews(
+            obs=rollout[OBS][:, t],
+            action=rollout[ACTION][:, t],
+            log_prob=rollout[SAMPLE_LOG_PROB][:, t],
+            value=None if value is None else value[:, t],
+            final_value=None if final_value is None else final_value[:, t],
+        )
+
+
 class SyncCollector:
     """Steps `env` with `policy` for T steps per call, writing straight into `rollout`.
 
@@ -79,92 +99,71 @@ class SyncCollector:
         self._slots = step_slots(rollout)
         self._obs_at_end = False
         self._with_value = policy.has_critic
-        n = env.num_envs
-        self._episode_return = torch.zeros(n, dtype=torch.float64, device=env.device)
-        self._episode_length = torch.zeros(n, dtype=torch.int64, device=env.device)
+        self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
+        n, horizon, dev = env.num_envs, num_steps(rollout), env.device
+        # Running return and length of the current episodes, and their value at every step
+        # (read where `done`), time-major: [2, N] and [T, 2, N], float64 (exact counts).
+        self._running = torch.zeros(2, n, dtype=torch.float64, device=dev)
+        self._running_at = torch.zeros(horizon, 2, n, dtype=torch.float64, device=dev)
+        self._one = torch.ones((), dtype=torch.float64, device=dev)
 
     def reset(self, seed: int | None = None) -> None:
         """Reset every env (seeded) and start fresh episodes."""
         self.rollout[OBS][:, 0] = self.env.reset(seed=seed)
         self._obs_at_end = False
-        self._episode_return.zero_()
-        self._episode_length.zero_()
+        self._running.zero_()
 
     @torch.inference_mode()
     def collect(self) -> EpisodeStats:
         """Fill the rollout with T fresh transitions and return the episodes that ended."""
         ro, policy, env = self.rollout, self.policy, self.env
-        obs, action, log_prob = ro[OBS], ro[ACTION], ro[SAMPLE_LOG_PROB]
+        obs = ro[OBS]
         if self._obs_at_end:
             obs[:, 0] = obs[:, -1]
         if self._with_value:
-            value, final_value, _truncated = ro[VALUE], ro[FINAL_VALUE], ro[TRUNCATED]
-            final_value.zero_()
-        for t, slot in enumerate(self._slots):
-            out = policy.act(obs[:, t], self.generator)
-            action[:, t] = out.action
-            log_prob[:, t] = out.log_prob
+            ro[FINAL_VALUE].zero_()
+        for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
+            out = policy.act(views.obs, self.generator)
+            views.action.copy_(out.action)
+            views.log_prob.copy_(out.log_prob)
             env.step(out.action, slot)
-            if self._with_value:
-                value[:, t] = out.value
+            self._track_episodes(t, slot.reward, slot.done)
+            if views.value is not None and views.final_value is not None:
+                views.value.copy_(out.value)
                 # Only time-limit ends are bootstrapped; a rare event, so evaluate the critic
                 # on the final observations only when one happened (a host check on CPU).
                 if slot.truncated.any():
                     mask = slot.truncated & ~slot.terminated
                     v_final = policy.value(env.final_obs)
-                    torch.where(mask, v_final, final_value[:, t], out=final_value[:, t])
+                    torch.where(mask, v_final, views.final_value, out=views.final_value)
         if self._with_value:
-            value[:, -1] = policy.value(obs[:, -1])
+            ro[VALUE][:, -1] = policy.value(obs[:, -1])
         self._obs_at_end = True
         return self._finished_episodes()
 
-    def _finished_episodes(self) -> EpisodeStats:
-        """Per-episode return/length/success, vectorised over the whole rollout.
+    def _track_episodes(self, t: int, reward: torch.Tensor, done: torch.Tensor) -> None:
+        # Row 0: running return, row 1: running length; one op updates or resets both.
+        self._running[0].add_(reward)
+        self._running[1].add_(self._one)
+        self._running_at[t].copy_(self._running)
+        self._running.masked_fill_(done, 0.0)
 
-        Running sums are carried across rollouts; within one, an episode's return is the
-        cumulative reward at its end minus the cumulative reward at the env's previous end.
-        """
-        ro = self.rollout
-        horizon = num_steps(ro)
-        reward, done = ro[REWARD][:, :horizon], ro[DONE][:, :horizon]
-        cum_return = reward.double().cumsum(1) + self._episode_return[:, None]
-        steps = torch.arange(1, horizon + 1, device=reward.device)
-        cum_length = steps[None, :] + self._episode_length[:, None]
-        env_idx, step_idx = done.nonzero(as_tuple=True)
-        end_return, end_length = cum_return[env_idx, step_idx], cum_length[env_idx, step_idx]
-        same_env = env_idx[1:] == env_idx[:-1]
-        prev_return = torch.zeros_like(end_return)
-        prev_length = torch.zeros_like(end_length)
-        prev_return[1:] = torch.where(same_env, end_return[:-1], 0.0)
-        prev_length[1:] = torch.where(same_env, end_length[:-1], 0)
-        last_end = torch.full_like(self._episode_length, -1)
-        last_end.scatter_reduce_(0, env_idx, step_idx, reduce="amax")
-        ended = last_end >= 0
-        at_last_end = last_end.clamp(min=0)[:, None]
-        self._episode_return = cum_return[:, -1] - torch.where(
-            ended, cum_return.gather(1, at_last_end).squeeze(1), 0.0
-        )
-        self._episode_length = cum_length[:, -1] - torch.where(
-            ended, cum_length.gather(1, at_last_end).squeeze(1), 0
-        )
-        success = ro.get(SUCCESS, None)
+    def _finished_episodes(self) -> EpisodeStats:
+        """Return, length (and success) of every episode that ended in this rollout."""
+        done = self.rollout[DONE][:, :-1].T  # [T, N], contiguous in this layout
+        success = self.rollout.get(SUCCESS, None)
         return EpisodeStats(
-            returns=end_return - prev_return,
-            lengths=end_length - prev_length,
-            successes=None if success is None else success[env_idx, step_idx],
+            returns=self._running_at[:, 0][done],
+            lengths=self._running_at[:, 1][done].long(),
+            successes=None if success is None else success[:, :-1].T[done],
         )
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The current observation and the running episode sums (for exact resume)."""
         current = self.rollout[OBS][:, -1 if self._obs_at_end else 0]
-        return {
-            "obs": current.clone(),
-            "episode_return": self._episode_return.clone(),
-            "episode_length": self._episode_length.clone(),
-        }
+        return {"obs": current.clone(), "episodes": self._running.clone()}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.rollout[OBS][:, 0] = state["obs"]
         self._obs_at_end = False
-        self._episode_return = state["episode_return"].clone()
-        self._episode_length = state["episode_length"].clone()
+        self._running.copy_(state["episodes"])

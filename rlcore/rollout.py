@@ -18,6 +18,11 @@ Layout (N envs, T steps; all on the training device):
 `final_value[:, t]` is V(true final observation) for a transition truncated (and not
 terminated) at t, and 0 elsewhere: PPO bootstraps time-limit ends with it, exactly.
 
+Storage is time-major: each tensor is allocated as [T+1, N, ...] and exposed transposed, so
+the logical batch shape stays [N, T+1] while the per-step slices `[:, t]` that the env and
+collector write every step are contiguous (an env-major layout makes each of those writes
+touch one cache line per env, which measured ~10x slower at N = 4096 on CPU).
+
 Algorithms read transitions only through `transition_view()`, which drops index T from every
 key: a view, never a copy.
 """
@@ -69,12 +74,15 @@ def make_rollout(spec: RolloutSpec) -> TensorDict:
     """Allocate the shared rollout once; every later iteration overwrites it in place."""
     n, t1, dev = spec.num_envs, spec.num_steps + 1, spec.device
 
+    def time_major(*feature: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.zeros(t1, n, *feature, dtype=dtype, device=dev).transpose(0, 1)
+
     def scalar(dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.zeros(n, t1, dtype=dtype, device=dev)
+        return time_major(dtype=dtype)
 
     fields = {
-        OBS: torch.zeros(n, t1, spec.obs_dim, device=dev),
-        ACTION: torch.zeros(n, t1, *spec.action_shape, dtype=spec.action_dtype, device=dev),
+        OBS: time_major(spec.obs_dim),
+        ACTION: time_major(*spec.action_shape, dtype=spec.action_dtype),
         SAMPLE_LOG_PROB: scalar(),
         REWARD: scalar(),
         DONE: scalar(torch.bool),

@@ -36,9 +36,9 @@ def test_episode_stats_match_a_plain_loop_across_rollouts():
     running_ret, running_len = [0.0] * 4, [0] * 4
     for _ in range(3):
         stats = collector.collect()
-        expected = []
-        for n in range(4):
-            for t in range(64):
+        expected = []  # episodes in order of ending step, then env index
+        for t in range(64):
+            for n in range(4):
                 running_ret[n] += ro[REWARD][n, t].item()
                 running_len[n] += 1
                 if ro[DONE][n, t]:

@@ -1,0 +1,179 @@
+"""Shared plumbing of the benchmark scripts: CLI flags, header, timing, tables, JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlcore.presets import PRESETS
+from rlcore.runtime import configure_cpu
+from rlcore.trainer import ExperimentConfig
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """Parser with the flags every benchmark takes: --threads, --reps, --json."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    parser.add_argument(
+        "--reps", type=int, default=5, help="timed repetitions; the median is reported"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    return parser
+
+
+def setup(
+    args: argparse.Namespace,
+    title: str,
+    method: str | None = None,
+) -> dict[str, Any]:
+    """Apply --threads, print the header and return the run's metadata (for the JSON)."""
+    if args.threads <= 0:
+        raise SystemExit(f"--threads must be a positive integer, got {args.threads}")
+    if args.reps <= 0:
+        raise SystemExit(f"--reps must be a positive integer, got {args.reps}")
+    # Same process settings as training runs: pinned threads, freed memory kept mapped.
+    configure_cpu(args.threads)
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count() or 0
+    meta: dict[str, Any] = {
+        "benchmark": title,
+        "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "argv": sys.argv[1:],
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
+    print(f"== {title} ==")
+    print(
+        f"torch {meta['torch']} | torch threads {meta['torch_threads']} (--threads) | "
+        f"CPUs {meta['cpu_count']} ({usable} usable) | python {meta['python']}"
+    )
+    print(method or f"medians of {args.reps} timed repetitions after warm-up")
+    return meta
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median seconds per call of a timed function, and how it was measured."""
+
+    median_s: float
+    samples_s: list[float]
+    calls_per_rep: int
+
+
+def time_calls(fn: Callable[[], object], reps: int, min_rep_s: float = 0.1) -> Timing:
+    """Warm up `fn`, then time `reps` repetitions; return the median seconds per call.
+
+    Each repetition runs `fn` enough times to last about `min_rep_s` (calibrated on the
+    warm-up), so fast calls are not dominated by timer noise; slow calls run once per rep
+    (`min_rep_s=0`: one warm-up call, one call per repetition).
+    """
+    return time_interleaved({"fn": fn}, reps, min_rep_s)["fn"]
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]], reps: int, min_rep_s: float = 0.1
+) -> dict[str, Timing]:
+    """Like `time_calls` for several functions, alternating them within every repetition.
+
+    Figures that are compared with each other (ratios) then see the same background load,
+    which matters on a shared machine.
+    """
+    calls: dict[str, int] = {}
+    for name, fn in fns.items():
+        fn()  # warm-up
+        calls[name] = 1
+        if min_rep_s > 0:  # a second, timed warm-up call sets the calls per repetition
+            start = time.perf_counter()
+            fn()
+            once = time.perf_counter() - start
+            calls[name] = max(1, math.ceil(min_rep_s / max(once, 1e-9)))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls[name])
+    return {
+        name: Timing(statistics.median(samples[name]), samples[name], calls[name]) for name in fns
+    }
+
+
+def preset_or_note(task: str, what: str) -> ExperimentConfig | None:
+    """The task's tuned preset, or None after printing that `what` is skipped without one."""
+    cfg = PRESETS.get(task)
+    if cfg is None:
+        print(f"note: no preset for {task!r} in rlcore.presets.PRESETS; skipping {what}")
+    return cfg
+
+
+def format_value(value: object, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return format(value, spec) if spec else str(value)
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
+    """Print rows as a plain-text table; `columns` are (key, header, format spec)."""
+    cells = [[header for _, header, _ in columns]]
+    cells += [[format_value(row.get(key), spec) for key, _, spec in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    for i, line in enumerate(cells):
+        text = "  ".join(
+            cell.ljust(w) if j == 0 else cell.rjust(w)
+            for j, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        print(text.rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def write_json(path: Path | None, meta: dict[str, Any], results: dict[str, Any]) -> None:
+    """Write `{"meta": ..., **results}` to `path` (if given), NaN as null."""
+    if path is None:
+        return
+
+    def clean(obj: Any) -> Any:
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return None
+        if isinstance(obj, dict):
+            return {str(k): clean(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [clean(v) for v in obj]
+        return obj
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean({"meta": meta, **results}), indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def verdict(value: float | None, target: float, higher_is_better: bool) -> str:
+    """'met' / 'MISSED' for a figure against its target ('-' when not measured)."""
+    if value is None or math.isnan(value):
+        return "-"
+    ok = value >= target if higher_is_better else value <= target
+    return "met" if ok else "MISSED"

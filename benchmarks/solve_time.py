@@ -1,0 +1,306 @@
+"""Wall time and env steps until each builtin task is solved, ours vs Stable-Baselines3.
+
+Run from the repository root, e.g.
+
+    .venv/bin/python -m benchmarks.solve_time
+    .venv/bin/python -m benchmarks.solve_time --tasks cartpole --seeds 0
+
+For every task with a preset in `rlcore.presets.PRESETS` (cartpole, pendulum, push_cube) and
+every seed, `Trainer(cfg).run()` is timed wall-clock from construction to return, with
+`cfg` = the preset with `trainer.seed` replaced. The Trainer stops at the preset's
+`stop_at_eval_*` target (added from TARGETS when a preset has none). Evaluation runs inside
+`run()`; its time is measured through the metrics sink (the gap between an iteration's
+metrics and the evaluation's metrics) and reported both included and excluded.
+
+For cartpole, Stable-Baselines3 PPO with RL Zoo's tuned CartPole-v1 hyperparameters runs in
+the same invocation on Gymnasium CartPole-v1 (8 envs, `device="cpu"`, same torch threads).
+A callback evaluates 16 deterministic episodes every 1024 env steps on a separate
+16-env CartPole-v1 (seeded identically each time) and stops when the mean return is >= 475;
+the evaluation time is measured and subtracted. The ratio ours / SB3 compares the medians
+of wall time excluding evaluation (target <= 0.2).
+
+Each seed is one run and medians are over seeds, so `--reps` is unused here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.common import base_parser, preset_or_note, print_table, setup, verdict, write_json
+from rlcore.trainer import ExperimentConfig, Trainer
+
+# task -> (metric reported by rlcore.evaluate, threshold); the benchmark's definition of solved
+TARGETS: dict[str, tuple[str, float]] = {
+    "cartpole": ("eval/episode_return", 475.0),
+    "pendulum": ("eval/episode_return", -250.0),
+    "push_cube": ("eval/success_rate", 0.9),
+}
+TARGET_RATIO = 0.2
+SB3_EVAL_EVERY = 1024
+SB3_EVAL_EPISODES = 16
+SB3_TOTAL_STEPS = 100_000
+SB3_INSTALL_HINT = 'pip install -e ".[bench]"'
+
+
+@dataclass
+class SolveRun:
+    impl: str
+    task: str
+    seed: int
+    wall_s: float
+    eval_s: float
+    env_steps: int
+    metric: str
+    final_metric: float
+    reached: bool
+
+    @property
+    def wall_ex_eval_s(self) -> float:
+        return self.wall_s - self.eval_s
+
+    def row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"wall_ex_eval_s": self.wall_ex_eval_s}
+
+
+def solve_config(
+    base: ExperimentConfig, task: str, seed: int, quiet: bool = False
+) -> ExperimentConfig:
+    """The preset with `seed`, stopping at the benchmark target if the preset has none."""
+    tc = dataclasses.replace(base.trainer, seed=seed)
+    metric, threshold = TARGETS[task]
+    preset_target = (
+        tc.stop_at_eval_success if metric == "eval/success_rate" else tc.stop_at_eval_return
+    )
+    if preset_target is not None and preset_target != threshold and not quiet:
+        print(f"note: {task} preset stops at {metric} >= {preset_target}, not {threshold}")
+    if tc.stop_at_eval_return is None and tc.stop_at_eval_success is None:
+        if metric == "eval/success_rate":
+            tc = dataclasses.replace(tc, stop_at_eval_success=threshold)
+        else:
+            tc = dataclasses.replace(tc, stop_at_eval_return=threshold)
+    return dataclasses.replace(base, trainer=tc)
+
+
+def run_ours(base: ExperimentConfig, task: str, seed: int) -> SolveRun:
+    cfg = solve_config(base, task, seed)
+    metric, threshold = TARGETS[task]
+    marks = {"last": 0.0, "eval_s": 0.0}
+
+    def sink(step: int, metrics: dict[str, float]) -> None:
+        # Iteration metrics are sent at the end of an iteration, evaluation metrics right
+        # after `evaluate()` returns: the gap between the two is the evaluation.
+        now = time.perf_counter()
+        if "eval/episode_return" in metrics:
+            marks["eval_s"] += now - marks["last"]
+        marks["last"] = now
+
+    start = time.perf_counter()
+    trainer = Trainer(cfg, sink=sink)
+    result = trainer.run()
+    wall = time.perf_counter() - start
+    final = result.eval_metrics.get(metric, float("nan"))
+    return SolveRun(
+        "rlcore", task, seed, wall, marks["eval_s"], result.env_steps, metric, final,
+        final >= threshold,
+    )  # fmt: skip
+
+
+def warm_up_ours(base: ExperimentConfig, task: str) -> None:
+    """One untimed iteration and evaluation: first-call costs stay out of the timed runs."""
+    cfg = solve_config(base, task, seed=0, quiet=True)
+    cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, eval_every_iters=1))
+    Trainer(cfg).run(max_iters=1)
+
+
+def run_sb3(
+    seed: int, total_steps: int = SB3_TOTAL_STEPS, eval_every: int = SB3_EVAL_EVERY
+) -> SolveRun:
+    """SB3 PPO with RL Zoo's CartPole-v1 hyperparameters until the eval return is >= 475."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    metric, threshold = TARGETS["cartpole"]
+
+    def linear(initial: float) -> Any:
+        # RL Zoo's `lin_<x>`: decays linearly from x to 0 with the remaining progress.
+        return lambda progress_remaining: progress_remaining * initial
+
+    class EvalStop(BaseCallback):
+        def __init__(self, eval_env: Any) -> None:
+            super().__init__()
+            self.eval_env = eval_env
+            self.next_eval = eval_every
+            self.eval_s = 0.0
+            self.last_return = float("nan")
+            self.last_eval_step = -1
+
+        def evaluate(self) -> float:
+            start = time.perf_counter()
+            self.eval_env.seed(seed + 10_000)  # the same start states every time, like ours
+            mean, _ = evaluate_policy(
+                self.model, self.eval_env, n_eval_episodes=SB3_EVAL_EPISODES, deterministic=True
+            )
+            self.eval_s += time.perf_counter() - start
+            self.last_return, self.last_eval_step = float(mean), self.num_timesteps
+            return self.last_return
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps < self.next_eval:
+                return True
+            self.next_eval += eval_every
+            return self.evaluate() < threshold
+
+    start = time.perf_counter()
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    eval_env = make_vec_env("CartPole-v1", n_envs=SB3_EVAL_EPISODES, seed=seed + 10_000)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=linear(1e-3),
+        clip_range=linear(0.2),
+        device="cpu",
+        seed=seed,
+        verbose=0,
+    )
+    callback = EvalStop(eval_env)
+    model.learn(total_timesteps=total_steps, callback=callback)
+    if callback.last_eval_step != model.num_timesteps:
+        callback.evaluate()  # the budget ran out: score the final policy, as ours does
+    wall = time.perf_counter() - start
+    env.close()
+    eval_env.close()
+    final = callback.last_return
+    return SolveRun(
+        "sb3", "cartpole", seed, wall, callback.eval_s, int(model.num_timesteps), metric, final,
+        final >= threshold,
+    )  # fmt: skip
+
+
+def sb3_available() -> bool:
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        print(f"note: stable-baselines3 is not installed; skipping SB3 ({SB3_INSTALL_HINT})")
+        return False
+    return True
+
+
+def median_row(runs: list[SolveRun]) -> dict[str, Any]:
+    first = runs[0]
+    return {
+        "impl": first.impl,
+        "task": first.task,
+        "seed": "median",
+        "wall_s": statistics.median(r.wall_s for r in runs),
+        "eval_s": statistics.median(r.eval_s for r in runs),
+        "wall_ex_eval_s": statistics.median(r.wall_ex_eval_s for r in runs),
+        "env_steps": int(statistics.median(r.env_steps for r in runs)),
+        "metric": first.metric,
+        "final_metric": statistics.median(r.final_metric for r in runs),
+        "reached": f"{sum(r.reached for r in runs)}/{len(runs)}",
+    }
+
+
+COLUMNS: list[tuple[str, str, str]] = [
+    ("impl", "impl", ""),
+    ("task", "task", ""),
+    ("seed", "seed", ""),
+    ("wall_s", "wall s", ".2f"),
+    ("eval_s", "eval s", ".2f"),
+    ("wall_ex_eval_s", "wall-eval s", ".2f"),
+    ("env_steps", "env steps", ",d"),
+    ("metric", "metric", ""),
+    ("final_metric", "final", ".3f"),
+    ("reached", "solved", ""),
+]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 cartpole baseline")
+    args = parser.parse_args(argv)
+    meta = setup(
+        args,
+        "time to solve (wall clock and env steps)",
+        method=f"one timed run per seed (seeds {args.seeds}) after an untimed warm-up run; "
+        "medians over seeds (--reps unused)",
+    )
+    print(
+        "wall s: from construction to the end of training, evaluation included; wall-eval s: "
+        "evaluation excluded, timed via the metrics sink (rlcore) or around evaluate_policy "
+        "(SB3). A run that never reaches its target counts with its full budget."
+    )
+    for task, (metric, threshold) in TARGETS.items():
+        if task in args.tasks:
+            print(f"target {task}: {metric} >= {threshold}")
+    rows: list[dict[str, Any]] = []
+    medians: dict[tuple[str, str], dict[str, Any]] = {}
+    groups: list[tuple[str, str]] = [(task, "rlcore") for task in args.tasks]
+    if "cartpole" in args.tasks and not args.no_sb3 and sb3_available():
+        groups.insert(groups.index(("cartpole", "rlcore")) + 1, ("cartpole", "sb3"))
+    for task, impl in groups:
+        base = None
+        if impl == "rlcore":
+            base = preset_or_note(task, f"solve time of {task}")
+            if base is None:
+                continue
+        print(f"... {impl} {task} warm-up (untimed)", flush=True)
+        if base is None:
+            run_sb3(args.seeds[0], total_steps=512, eval_every=256)
+        else:
+            warm_up_ours(base, task)
+        runs = []
+        for seed in args.seeds:
+            print(f"... {impl} {task} seed {seed}", flush=True)
+            run = run_sb3(seed) if base is None else run_ours(base, task, seed)
+            runs.append(run)
+            rows.append(run.row())
+            print(
+                f"    wall {run.wall_s:.2f} s (eval {run.eval_s:.2f} s), "
+                f"{run.env_steps:,} env steps, {run.metric} {run.final_metric:.3f}",
+                flush=True,
+            )
+        medians[(task, impl)] = median_row(runs)
+        rows.append(medians[(task, impl)])
+    print()
+    print_table(rows, COLUMNS)
+    comparison: dict[str, Any] = {}
+    ours, sb3 = medians.get(("cartpole", "rlcore")), medians.get(("cartpole", "sb3"))
+    if ours is not None and sb3 is not None:
+        ratio = ours["wall_ex_eval_s"] / sb3["wall_ex_eval_s"]
+        ratio_incl = ours["wall_s"] / sb3["wall_s"]
+        comparison = {
+            "cartpole_ours_over_sb3_wall_ex_eval": ratio,
+            "cartpole_ours_over_sb3_wall_incl_eval": ratio_incl,
+            "target": f"<= {TARGET_RATIO}",
+            "verdict": verdict(ratio, TARGET_RATIO, higher_is_better=False),
+        }
+        print()
+        print(
+            f"cartpole median wall time ours / SB3, evaluation excluded: {ratio:.3f} "
+            f"(target <= {TARGET_RATIO}: {comparison['verdict']}); "
+            f"evaluation included: {ratio_incl:.3f}"
+        )
+        print(
+            "note: both sides' medians include runs that did not reach the target (with "
+            "their full budget); check the 'solved' column before reading the ratio."
+        )
+    write_json(args.json, meta, {"runs": rows, "comparison": comparison})
+
+
+if __name__ == "__main__":
+    main()

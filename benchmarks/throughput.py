@@ -1,0 +1,303 @@
+"""Steps per second of the env, the policy, the collector and full PPO iterations.
+
+Run from the repository root, e.g.
+
+    .venv/bin/python -m benchmarks.throughput
+    .venv/bin/python -m benchmarks.throughput --envs cartpole --sizes 64 1024 --reps 2
+
+Parts (`--parts`, default all), each timed at every N of `--sizes`:
+
+- env: `env.step(actions, slot)` with pre-drawn random actions and `StepSlot`s that are
+  views into a real [N, T+1] rollout (`rlcore.rollout.step_slots`), T = `--num-steps`,
+  under `torch.inference_mode()` as in the collector;
+- act: `policy.act(obs[:, t])` under `torch.inference_mode()` with the task preset's policy;
+- collector: `SyncCollector.collect()` (N*T steps per call) and its overhead ratio
+  `collector_sps / (N / (t_env_step + t_policy_act))` (1.0 = no overhead; target >= 0.9);
+- train: one full `Trainer` iteration (collect + PPO update + obs-norm update) with the
+  preset's config, `env.num_envs = N`, evaluation off; T is the preset's `trainer.num_steps`
+  unless `--train-num-steps` is given;
+- gym (cartpole only): Gymnasium's numpy `CartPoleVectorEnv` stepped with random numpy
+  actions, and the env-only ratio ours / gymnasium (target >= 1 at N = 4096).
+
+env, act, collector and gym are timed alternately within every repetition (so the ratios
+between them see the same background load); each repetition of each repeats its call for at
+least `--min-rep-s`. train runs afterwards, one iteration per repetition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+import gymnasium.spaces as spaces
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from benchmarks.common import (
+    base_parser,
+    preset_or_note,
+    print_table,
+    setup,
+    time_calls,
+    time_interleaved,
+    verdict,
+    write_json,
+)
+from rlcore.envs import ENVS, BatchedEnv, EnvConfig, make_env
+from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
+from rlcore.trainer import ExperimentConfig, Trainer
+
+PARTS = ("env", "act", "collector", "train", "gym")
+PRESET_PARTS = {"act", "collector", "train"}
+TARGET_N = 4096
+TARGET_COLLECTOR_RATIO = 0.9
+TARGET_GYM_RATIO = 1.0
+
+
+def rollout_for(env: BatchedEnv, num_steps: int) -> TensorDict:
+    """A rollout laid out exactly as the Trainer lays it out for this env."""
+    discrete = isinstance(env.action_space, spaces.Discrete)
+    spec = RolloutSpec(
+        num_envs=env.num_envs,
+        num_steps=num_steps,
+        obs_dim=env.obs_dim,
+        action_shape=() if discrete else (env.action_dim,),
+        action_dtype=torch.int64 if discrete else torch.float32,
+        with_value=True,
+        with_success=env.has_success,
+        device=env.device,
+    )
+    return make_rollout(spec)
+
+
+def random_actions(env: BatchedEnv, count: int, seed: int = 0) -> torch.Tensor:
+    """`count` batches of uniformly random valid actions: [count, N] or [count, N, A]."""
+    gen = torch.Generator(device=env.device).manual_seed(seed)
+    space, n = env.action_space, env.num_envs
+    if isinstance(space, spaces.Discrete):
+        return torch.randint(int(space.n), (count, n), generator=gen, device=env.device)
+    low = torch.as_tensor(space.low, device=env.device)
+    high = torch.as_tensor(space.high, device=env.device)
+    u = torch.rand(count, n, env.action_dim, generator=gen, device=env.device)
+    return low + u * (high - low)
+
+
+def env_sweep(task: str, n: int, t: int) -> Callable[[], None]:
+    """One T-step sweep of `env.step` with random actions into strided rollout slots.
+
+    Runs under `torch.inference_mode()` like the collector does: outside it, stepping costs
+    10-20% more (autograd version-counter bookkeeping on every in-place op).
+    """
+    env = make_env(EnvConfig(task, num_envs=n))
+    rollout = rollout_for(env, t)
+    slots = step_slots(rollout)
+    rollout[OBS][:, 0] = env.reset(seed=0)
+    actions = random_actions(env, t)
+
+    @torch.inference_mode()
+    def sweep() -> None:
+        for action, slot in zip(actions, slots, strict=True):
+            env.step(action, slot)
+
+    return sweep
+
+
+def experiment(
+    base: ExperimentConfig, n: int, num_steps: int, reps: int, **trainer: Any
+) -> ExperimentConfig:
+    """The preset with N envs, T steps, no evaluation, and budget for warm-up + reps."""
+    steps_per_iter = n * num_steps
+    return dataclasses.replace(
+        base,
+        env=dataclasses.replace(base.env, num_envs=n),
+        trainer=dataclasses.replace(
+            base.trainer,
+            num_steps=num_steps,
+            eval_every_iters=0,
+            checkpoint_every_iters=0,
+            total_env_steps=steps_per_iter * (reps + 100),
+            **trainer,
+        ),
+    )
+
+
+def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callable[[], object]]:
+    """T `policy.act` calls on the rollout's observation views, and one `collect()` call."""
+    trainer = Trainer(experiment(base, n, t, reps=0))
+    collector, policy = trainer.collector, trainer.policy
+    collector.collect()  # realistic observations in the rollout
+    obs = trainer.rollout[OBS]
+    gen = torch.Generator().manual_seed(1)
+
+    @torch.inference_mode()
+    def acts() -> None:
+        for step in range(t):
+            policy.act(obs[:, step], gen)
+
+    return {"act": acts, "collector": collector.collect}
+
+
+def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A T-step sweep of Gymnasium's numpy CartPoleVectorEnv (random actions), and close."""
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+    envs.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 2, size=(t, n))
+
+    def sweep() -> None:
+        for action in actions:
+            envs.step(action)
+
+    return sweep, envs.close
+
+
+def bench_train(base: ExperimentConfig, n: int, t: int, reps: int) -> dict[str, float]:
+    """Median seconds of one Trainer iteration, and of its collect and update phases."""
+    cfg = experiment(base, n, t, reps)
+    phases: list[dict[str, float]] = []
+    trainer = Trainer(cfg, sink=lambda step, metrics: phases.append(metrics))
+    timing = time_calls(lambda: trainer.run(max_iters=1), reps, min_rep_s=0.0)
+    timed = phases[-reps:]
+    return {
+        "train_T": t,
+        "train_iter_s": timing.median_s,
+        "train_sps": cfg.steps_per_iter / timing.median_s,
+        "train_collect_s": float(np.median([m["time/collect_s"] for m in timed])),
+        "train_update_s": float(np.median([m["time/update_s"] for m in timed])),
+        "train_minibatches": timed[-1].get("train/minibatches", float("nan")),
+    }
+
+
+def run_size(
+    task: str, n: int, base: ExperimentConfig | None, args: argparse.Namespace, parts: set[str]
+) -> dict[str, Any]:
+    """All requested parts at one N; env, act, collector and gym alternate within each rep."""
+    t, reps = args.num_steps, args.reps
+    row: dict[str, Any] = {"env": task, "N": n, "T": t}
+    fns: dict[str, Callable[[], object]] = {}
+    close: Callable[[], None] | None = None
+    if "env" in parts:
+        fns["env"] = env_sweep(task, n, t)
+    if base is not None and parts & {"act", "collector"}:
+        fns |= {k: f for k, f in act_and_collect(base, n, t).items() if k in parts}
+    if "gym" in parts and task == "cartpole":
+        fns["gym"], close = gym_cartpole_sweep(n, t)
+    try:
+        timings = time_interleaved(fns, reps, args.min_rep_s)
+    finally:
+        if close is not None:
+            close()
+    sps = {name: n * t / timing.median_s for name, timing in timings.items()}
+    if "env" in timings:
+        row |= {"env_step_s": timings["env"].median_s / t, "env_sps": sps["env"]}
+    if "act" in timings:
+        row |= {"act_s": timings["act"].median_s / t, "act_sps": sps["act"]}
+    if "collector" in timings:
+        row["collector_sps"] = sps["collector"]
+        if "env_step_s" in row and "act_s" in row:
+            row["ideal_sps"] = n / (row["env_step_s"] + row["act_s"])
+            row["collector_ratio"] = row["collector_sps"] / row["ideal_sps"]
+    if "gym" in timings:
+        row["gym_sps"] = sps["gym"]
+        if "env_sps" in row:
+            row["ours_over_gym"] = row["env_sps"] / row["gym_sps"]
+    if base is not None and "train" in parts:
+        row |= bench_train(base, n, args.train_num_steps or base.trainer.num_steps, reps)
+    return row
+
+
+COLUMNS: list[tuple[str, str, str]] = [
+    ("env", "env", ""),
+    ("N", "N", "d"),
+    ("env_sps", "env SPS", ",.0f"),
+    ("act_sps", "act SPS", ",.0f"),
+    ("collector_sps", "collector SPS", ",.0f"),
+    ("collector_ratio", "coll/ideal", ".3f"),
+    ("train_T", "train T", "d"),
+    ("train_sps", "train SPS", ",.0f"),
+    ("train_collect_s", "collect s", ".4f"),
+    ("train_update_s", "update s", ".4f"),
+    ("gym_sps", "gym SPS", ",.0f"),
+    ("ours_over_gym", "ours/gym", ".2f"),
+]
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Check the targets at N = 4096 (only where measured)."""
+    checks = []
+    for row in rows:
+        if row["N"] != TARGET_N:
+            continue
+        specs: list[tuple[str, str, float]] = [
+            ("collector_ratio", "collector SPS / ideal SPS", TARGET_COLLECTOR_RATIO),
+            ("ours_over_gym", "env SPS ours / gymnasium", TARGET_GYM_RATIO),
+        ]
+        for key, label, target in specs:
+            if key in row:
+                checks.append(
+                    {
+                        "env": row["env"],
+                        "N": row["N"],
+                        "figure": label,
+                        "value": row[key],
+                        "target": f">= {target}",
+                        "verdict": verdict(row[key], target, higher_is_better=True),
+                    }
+                )
+    return checks
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=["cartpole", "push_cube"], choices=ENVS)
+    parser.add_argument("--sizes", nargs="+", type=int, default=[64, 1024, 4096, 16384])
+    parser.add_argument("--num-steps", type=int, default=32, help="T for env/act/collector")
+    parser.add_argument(
+        "--train-num-steps", type=int, default=None, help="T of the train part (preset's)"
+    )
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument(
+        "--min-rep-s",
+        type=float,
+        default=0.2,
+        help="each repetition repeats a sweep for at least this long (train: one iteration)",
+    )
+    args = parser.parse_args(argv)
+    meta = setup(args, "rlcore throughput (steps per second)")
+    parts = set(args.parts)
+    print(
+        f"T = {args.num_steps} for env/act/collector; device cpu; SPS = env steps (all N "
+        "instances) per second; coll/ideal = collector SPS / (N / (t_env_step + t_act))"
+    )
+    rows: list[dict[str, Any]] = []
+    for task in args.envs:
+        base = None
+        if parts & PRESET_PARTS:
+            base = preset_or_note(task, f"{'/'.join(sorted(parts & PRESET_PARTS))} for {task}")
+        for n in args.sizes:
+            print(f"... {task} N={n}", flush=True)
+            rows.append(run_size(task, n, base, args, parts))
+    print()
+    print_table(rows, [c for c in COLUMNS if any(c[0] in r for r in rows)])
+    checks = summarize(rows)
+    if checks:
+        print()
+        print(f"targets at N = {TARGET_N}:")
+        print_table(
+            checks,
+            [
+                ("env", "env", ""),
+                ("figure", "figure", ""),
+                ("value", "value", ".3f"),
+                ("target", "target", ""),
+                ("verdict", "verdict", ""),
+            ],
+        )
+    write_json(args.json, meta, {"rows": rows, "targets": checks})
+
+
+if __name__ == "__main__":
+    main()
