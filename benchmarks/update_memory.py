@@ -141,10 +141,13 @@ def calibrate(device: torch.device, method: str, size_mb: int = 64) -> float:
     return peak_extra_bytes(allocate, device, method) / MB
 
 
-def experiment(base: ExperimentConfig, n: int, t: int, device: str) -> ExperimentConfig:
+def experiment(
+    base: ExperimentConfig, n: int, t: int, device: str, microbatch_size: int | None
+) -> ExperimentConfig:
     return dataclasses.replace(
         base,
         env=dataclasses.replace(base.env, num_envs=n, device=device),
+        ppo=dataclasses.replace(base.ppo, microbatch_size=microbatch_size),
         trainer=dataclasses.replace(
             base.trainer,
             num_steps=t,
@@ -156,9 +159,14 @@ def experiment(base: ExperimentConfig, n: int, t: int, device: str) -> Experimen
 
 
 def measure(
-    task: str, base: ExperimentConfig, n: int, args: argparse.Namespace, method: str
+    task: str,
+    base: ExperimentConfig,
+    n: int,
+    microbatch_size: int | None,
+    args: argparse.Namespace,
+    method: str,
 ) -> dict[str, Any]:
-    cfg = experiment(base, n, args.num_steps, args.device)
+    cfg = experiment(base, n, args.num_steps, args.device, microbatch_size)
     trainer = Trainer(cfg)
     rollout, algo = trainer.rollout, trainer.algo
     trainer.collector.collect()
@@ -176,6 +184,7 @@ def measure(
         "T": args.num_steps,
         "transitions": n * args.num_steps,
         "minibatches": cfg.ppo.num_minibatches,
+        "microbatch": microbatch_size or "all",
         "nominal_mb": nominal / MB,
         "peak_extra_mb": extra / MB,
         "peak_extra_samples_mb": [s / MB for s in samples],
@@ -190,6 +199,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("N", "N", "d"),
     ("T", "T", "d"),
     ("minibatches", "minibatches", "d"),
+    ("microbatch", "microbatch", ""),
     ("nominal_mb", "nominal MB", ".2f"),
     ("peak_extra_mb", "peak extra MB", ".2f"),
     ("ratio", "extra/nominal", ".2f"),
@@ -202,6 +212,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", nargs="+", default=["cartpole", "push_cube"], choices=ENVS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 4096, 16384])
     parser.add_argument("--num-steps", type=int, default=32, help="T of the rollout")
+    parser.add_argument(
+        "--microbatch-sizes",
+        nargs="+",
+        default=["none", "2048"],
+        help="ppo.microbatch_size values to compare ('none': whole minibatch at once)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     parser.add_argument(
         "--method",
@@ -240,8 +256,10 @@ def main(argv: list[str] | None = None) -> None:
         if base is None:
             continue
         for n in args.sizes:
-            print(f"... {task} N={n}", flush=True)
-            rows.append(measure(task, base, n, args, method))
+            for raw in args.microbatch_sizes:
+                micro = None if raw == "none" else int(raw)
+                print(f"... {task} N={n} microbatch={raw}", flush=True)
+                rows.append(measure(task, base, n, micro, args, method))
     print()
     print_table(rows, COLUMNS)
     write_json(args.json, meta, {"rows": rows})

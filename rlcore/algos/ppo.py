@@ -51,6 +51,7 @@ class PPOConfig:
     target_kl: float | None = None
     num_epochs: int = 10
     num_minibatches: int = 4
+    microbatch_size: int | None = None
     normalize_advantage: bool = True
     adam_eps: float = 1e-5
 
@@ -75,6 +76,11 @@ class PPOConfig:
         check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
         check(self.num_epochs >= 1, "num_epochs", ">= 1")
         check(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+        check(
+            self.microbatch_size is None or self.microbatch_size >= 1,
+            "microbatch_size",
+            ">= 1 or null (null: the whole minibatch at once)",
+        )
 
 
 def clipped_surrogate(
@@ -134,7 +140,7 @@ class PPO:
 
     def update(self, rollout: TensorDict) -> dict[str, float]:
         """Compute GAE in place, then run clipped-surrogate epochs over shuffled minibatches."""
-        cfg, policy = self.cfg, self.policy
+        cfg = self.cfg
         with torch.no_grad():
             self._write_advantages(rollout)
         self._set_lr(self._scheduled_lr())
@@ -143,35 +149,10 @@ class PPO:
         num_batches, stop = 0, False
         for _ in range(cfg.num_epochs):
             for batch in iterate_minibatches(tv, _BATCH_KEYS, cfg.num_minibatches, self.generator):
-                out = policy.evaluate(batch[OBS], batch[ACTION])
-                advantage = batch[ADVANTAGE]
-                if cfg.normalize_advantage and advantage.numel() > 1:
-                    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-                pg_loss, ratio = clipped_surrogate(
-                    out.log_prob, batch[SAMPLE_LOG_PROB], advantage, cfg.clip_eps
-                )
-                v_loss = value_loss(
-                    out.value, batch[VALUE], batch[VALUE_TARGET], cfg.clip_value_eps
-                )
-                entropy = out.entropy.mean()
-                loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-                if not torch.isfinite(loss):
-                    raise NonFiniteError(
-                        f"PPO loss became non-finite (policy={pg_loss.item()}, "
-                        f"value={v_loss.item()}); parameters were not updated"
-                    )
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
-                with torch.no_grad():
-                    log_ratio = ratio.log()
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
-                    sums += torch.stack([pg_loss, v_loss, entropy, approx_kl, clip_frac]).detach()
+                stats = self._step(batch)  # [policy, value, entropy, approx_kl, clip_fraction]
+                sums += stats
                 num_batches += 1
-                if cfg.target_kl is not None and approx_kl.item() > 1.5 * cfg.target_kl:
+                if cfg.target_kl is not None and stats[3].item() > 1.5 * cfg.target_kl:
                     stop = True
                     break
             if stop:
@@ -190,6 +171,52 @@ class PPO:
             "train/lr": self.lr,
             "train/minibatches": float(num_batches),
         }
+
+    def _step(self, batch: TensorDict) -> torch.Tensor:
+        """One optimizer step on a minibatch, accumulating gradients over micro-batches.
+
+        The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / B` over
+        chunks gives the same gradient while only one chunk's activations are alive.
+        """
+        cfg, size = self.cfg, batch.batch_size[0]
+        advantage = batch[ADVANTAGE]
+        if cfg.normalize_advantage and size > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        chunk = cfg.microbatch_size or size
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = torch.zeros(5, device=advantage.device)
+        for start in range(0, size, chunk):
+            part = slice(start, start + chunk)
+            weight = (min(start + chunk, size) - start) / size
+            loss, part_stats = self._loss(batch[part], advantage[part])
+            (loss * weight).backward()
+            stats += part_stats * weight
+        if self.cfg.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        return stats
+
+    def _loss(
+        self, batch: TensorDict, advantage: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.cfg
+        out = self.policy.evaluate(batch[OBS], batch[ACTION])
+        pg_loss, ratio = clipped_surrogate(
+            out.log_prob, batch[SAMPLE_LOG_PROB], advantage, cfg.clip_eps
+        )
+        v_loss = value_loss(out.value, batch[VALUE], batch[VALUE_TARGET], cfg.clip_value_eps)
+        entropy = out.entropy.mean()
+        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        if not torch.isfinite(loss):
+            raise NonFiniteError(
+                f"PPO loss became non-finite (policy={pg_loss.item()}, value={v_loss.item()}); "
+                "parameters were not updated"
+            )
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - ratio.log()).mean()
+            clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
+            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clip_frac])
+        return loss, stats.detach()
 
     def _scheduled_lr(self) -> float:
         if self.cfg.lr_schedule == "linear":

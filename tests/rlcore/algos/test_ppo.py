@@ -89,3 +89,24 @@ def test_ppo_solves_cartpole_within_a_small_budget():
     assert result.reached_target, result
     assert result.eval_metrics["eval/episode_return"] >= 475
     assert result.env_steps < 150_000
+
+
+def test_microbatches_give_the_same_update_as_whole_minibatches():
+    def updated_params(microbatch_size):
+        torch.manual_seed(0)
+        env = Pendulum(8)
+        policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+        spec = RolloutSpec(8, 16, env.obs_dim, (1,), torch.float32, True, False, env.device)
+        ro = make_rollout(spec)
+        collector = SyncCollector(env, policy, ro, torch.Generator().manual_seed(0))
+        collector.reset(seed=0)
+        collector.collect()
+        before = torch.cat([p.detach().flatten() for p in policy.parameters()])
+        cfg = PPOConfig(num_epochs=2, num_minibatches=2, microbatch_size=microbatch_size)
+        PPO(policy, cfg, 1, torch.Generator().manual_seed(1)).update(ro)
+        return before, torch.cat([p.detach().flatten() for p in policy.parameters()])
+
+    before, whole = updated_params(None)
+    _, chunked = updated_params(10)  # 64 transitions per minibatch: 7 chunks
+    assert not torch.allclose(before, whole)
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
