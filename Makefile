@@ -10,7 +10,7 @@ PY := .venv/bin/python
 setup: .venv/ready
 
 train: .venv/ready
-	$(PY) -m pipelines.train
+	$(PY) -m pipelines.train --overwrite
 
 test: .venv/ready
 	.venv/bin/ruff check .

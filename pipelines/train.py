@@ -42,14 +42,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="cartpole", choices=sorted(PRESETS))
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
+    start.add_argument(
+        "--overwrite", action="store_true", help="start afresh, replacing an existing run folder"
+    )
     args = parser.parse_args(argv)
     configure_cpu(args.threads)
     cfg = preset(args.preset)
     run_dir = args.run_dir or Path("runs") / args.preset
     run_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = run_dir / "checkpoint.pt"
-    trainer = Trainer(cfg, JsonlSink(run_dir / "metrics.jsonl"))
+    checkpoint, metrics = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
+    if checkpoint.exists() and not (args.resume or args.overwrite):
+        print(
+            f"error: {run_dir} already holds a run; pass --resume to continue it, "
+            "--overwrite to replace it, or --run-dir for a new folder",
+            file=sys.stderr,
+        )
+        return 2
+    if args.overwrite:
+        metrics.unlink(missing_ok=True)
+    trainer = Trainer(cfg, JsonlSink(metrics))
     if args.resume:
         try:
             trainer.load(checkpoint)

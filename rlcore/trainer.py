@@ -87,7 +87,8 @@ class Trainer:
         self.env = make_env(cfg.env)
         self.eval_env = make_env(cfg.env, num_envs=tc.eval_episodes)
         device = self.env.device
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG.
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
             self.policy = make_policy(
                 self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=True
