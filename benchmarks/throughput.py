@@ -60,17 +60,7 @@ TARGET_GYM_RATIO = 1.0
 
 def rollout_for(env: BatchedEnv, num_steps: int) -> TensorDict:
     """A rollout laid out exactly as the Trainer lays it out for this env."""
-    discrete = isinstance(env.action_space, spaces.Discrete)
-    spec = RolloutSpec(
-        num_envs=env.num_envs,
-        num_steps=num_steps,
-        obs_dim=env.obs_dim,
-        action_shape=() if discrete else (env.action_dim,),
-        action_dtype=torch.int64 if discrete else torch.float32,
-        with_value=True,
-        with_success=env.has_success,
-        device=env.device,
-    )
+    spec = RolloutSpec.for_env(env, num_steps, with_value=True)
     return make_rollout(spec)
 
 

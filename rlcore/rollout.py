@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
-from rlcore.envs.base import StepSlot
+from rlcore.envs.base import BatchedEnv, StepSlot
 
 OBS = "obs"
 ACTION = "action"
@@ -62,6 +63,21 @@ class RolloutSpec:
     with_value: bool
     with_success: bool
     device: torch.device
+
+    @staticmethod
+    def for_env(env: BatchedEnv, num_steps: int, with_value: bool) -> RolloutSpec:
+        """The rollout an env needs: action dtype/shape from its action space, success flag."""
+        discrete = isinstance(env.action_space, spaces.Discrete)
+        return RolloutSpec(
+            num_envs=env.num_envs,
+            num_steps=num_steps,
+            obs_dim=env.obs_dim,
+            action_shape=() if discrete else (env.action_dim,),
+            action_dtype=torch.int64 if discrete else torch.float32,
+            with_value=with_value,
+            with_success=env.has_success,
+            device=env.device,
+        )
 
     def __post_init__(self) -> None:
         if self.num_envs <= 0:

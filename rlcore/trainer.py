@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium.spaces as spaces
 import torch
 
 from rlcore.algos.base import NonFiniteError
@@ -95,17 +94,7 @@ class Trainer:
             ).to(device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(tc.seed + 1)
-        discrete = isinstance(self.env.action_space, spaces.Discrete)
-        spec = RolloutSpec(
-            num_envs=cfg.env.num_envs,
-            num_steps=tc.num_steps,
-            obs_dim=self.env.obs_dim,
-            action_shape=() if discrete else (self.env.action_dim,),
-            action_dtype=torch.int64 if discrete else torch.float32,
-            with_value=True,
-            with_success=self.env.has_success,
-            device=device,
-        )
+        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=True)
         self.rollout = make_rollout(spec)
         self.collector = SyncCollector(self.env, self.policy, self.rollout, self.generator)
         self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)
@@ -168,8 +157,9 @@ class Trainer:
                 )
 
     def _evaluate(self) -> bool:
-        tc = self.cfg.trainer
+        tc, start = self.cfg.trainer, time.perf_counter()
         self.last_eval = evaluate(self.policy, self.eval_env, seed=tc.seed + 10_000)
+        self.last_eval["time/eval_s"] = time.perf_counter() - start
         self.sink(self.env_steps, self.last_eval)
         log.info("iter %d, %d env steps: %s", self.iteration, self.env_steps, self.last_eval)
         hit_return = tc.stop_at_eval_return is not None and (

@@ -24,8 +24,7 @@ def make(num_envs=4, num_steps=64, max_steps=None):
         env._time_limit.fill_(max_steps)
     torch.manual_seed(0)
     policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
-    spec = RolloutSpec(num_envs, num_steps, 4, (), torch.int64, True, False, env.device)
-    rollout = make_rollout(spec)
+    rollout = make_rollout(RolloutSpec.for_env(env, num_steps, with_value=True))
     collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
     collector.reset(seed=0)
     return env, policy, rollout, collector

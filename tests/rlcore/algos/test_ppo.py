@@ -49,11 +49,7 @@ def test_nan_padding_never_reaches_the_losses(env_cls):
     env = env_cls(4)
     policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
     discrete = env_cls is CartPole
-    spec = RolloutSpec(
-        4, 16, env.obs_dim, () if discrete else (1,), torch.int64 if discrete else torch.float32,
-        True, False, env.device,
-    )  # fmt: skip
-    ro = make_rollout(spec)
+    ro = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
     gen = torch.Generator().manual_seed(0)
     collector = SyncCollector(env, policy, ro, gen)
     collector.reset(seed=0)
@@ -96,8 +92,7 @@ def test_microbatches_give_the_same_update_as_whole_minibatches():
         torch.manual_seed(0)
         env = Pendulum(8)
         policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
-        spec = RolloutSpec(8, 16, env.obs_dim, (1,), torch.float32, True, False, env.device)
-        ro = make_rollout(spec)
+        ro = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
         collector = SyncCollector(env, policy, ro, torch.Generator().manual_seed(0))
         collector.reset(seed=0)
         collector.collect()
