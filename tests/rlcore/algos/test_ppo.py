@@ -105,3 +105,31 @@ def test_microbatches_give_the_same_update_as_whole_minibatches():
     _, chunked = updated_params(10)  # 64 transitions per minibatch: 7 chunks
     assert not torch.allclose(before, whole)
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
+
+
+def filled_rollout(num_envs=8, num_steps=16):
+    torch.manual_seed(0)
+    env = CartPole(num_envs)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    ro = make_rollout(RolloutSpec.for_env(env, num_steps, with_value=True))
+    collector = SyncCollector(env, policy, ro, torch.Generator().manual_seed(0))
+    collector.reset(seed=0)
+    collector.collect()
+    return policy, ro
+
+
+def test_target_kl_stops_the_epochs_early():
+    policy, ro = filled_rollout()
+    full = PPO(policy, PPOConfig(num_epochs=4, num_minibatches=4, lr=1e-2), 1, torch.Generator())
+    assert full.update(ro)["train/minibatches"] == 16
+    policy, ro = filled_rollout()
+    cfg = PPOConfig(num_epochs=4, num_minibatches=4, lr=1e-2, target_kl=1e-6)
+    early = PPO(policy, cfg, 1, torch.Generator()).update(ro)
+    assert early["train/minibatches"] < 16
+
+
+def test_linear_lr_annealing_steps_down_each_update():
+    policy, ro = filled_rollout()
+    ppo = PPO(policy, PPOConfig(lr=1e-3, lr_schedule="linear", num_epochs=1), 4, torch.Generator())
+    lrs = [ppo.update(ro)["train/lr"] for _ in range(4)]
+    assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
