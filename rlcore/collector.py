@@ -55,18 +55,18 @@ class _PolicyViews:
     obs: torch.Tensor
     action: torch.Tensor
     log_prob: torch.Tensor
-    value: torch.Tensor | None
-    final_value: torch.Tensor | None
+    value: torch.Tensor  # empty placeholders in a critic-free rollout
+    final_value: torch.Tensor
 
     @staticmethod
     def at(rollout: TensorDict, t: int) -> _PolicyViews:
-        value, final_value = rollout.get(VALUE, None), rollout.get(FINAL_VALUE, None)
+        none = torch.empty(0)
         return _PolicyViews(
             obs=rollout[OBS][:, t],
             action=rollout[ACTION][:, t],
             log_prob=rollout[SAMPLE_LOG_PROB][:, t],
-            value=None if value is None else value[:, t],
-            final_value=None if final_value is None else final_value[:, t],
+            value=rollout[VALUE][:, t] if VALUE in rollout else none,
+            final_value=rollout[FINAL_VALUE][:, t] if VALUE in rollout else none,
         )
 
 
@@ -95,10 +95,15 @@ class SyncCollector:
                 f"policy action dim {policy.action_dim} does not match env action_dim "
                 f"{env.action_dim} ({env.action_space})"
             )
+        self._with_value = VALUE in rollout
+        if self._with_value != policy.has_critic:
+            raise ValueError(
+                "the rollout must hold `value` exactly when the policy has a critic "
+                f"(rollout: {self._with_value}, policy: {policy.has_critic})"
+            )
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
         self._slots = step_slots(rollout)
         self._obs_at_end = False
-        self._with_value = policy.has_critic
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
         n, horizon, dev = env.num_envs, num_steps(rollout), env.device
         # Running return and length of the current episodes, and their value at every step
@@ -129,7 +134,7 @@ class SyncCollector:
             views.log_prob.copy_(out.log_prob)
             env.step(out.action, slot)
             self._track_episodes(t, slot.reward, slot.done)
-            if views.value is not None and views.final_value is not None:
+            if self._with_value:
                 views.value.copy_(out.value)
                 # Only time-limit ends are bootstrapped; a rare event, so evaluate the critic
                 # on the final observations only when one happened (a host check on CPU).

@@ -90,11 +90,11 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
             self.policy = make_policy(
-                self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=True
+                self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=PPO.needs_value
             ).to(device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(tc.seed + 1)
-        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=True)
+        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=PPO.needs_value)
         self.rollout = make_rollout(spec)
         self.collector = SyncCollector(self.env, self.policy, self.rollout, self.generator)
         self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)

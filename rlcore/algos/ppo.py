@@ -182,15 +182,19 @@ class PPO:
         advantage = batch[ADVANTAGE]
         if cfg.normalize_advantage and size > 1:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        chunk = cfg.microbatch_size or size
         self.optimizer.zero_grad(set_to_none=True)
-        stats = torch.zeros(5, device=advantage.device)
-        for start in range(0, size, chunk):
-            part = slice(start, start + chunk)
-            weight = (min(start + chunk, size) - start) / size
-            loss, part_stats = self._loss(batch[part], advantage[part])
-            (loss * weight).backward()
-            stats += part_stats * weight
+        chunk = cfg.microbatch_size
+        if chunk is None or chunk >= size:
+            loss, stats = self._loss(batch, advantage)
+            loss.backward()
+        else:
+            stats = torch.zeros(5, device=advantage.device)
+            for start in range(0, size, chunk):
+                part = slice(start, start + chunk)
+                weight = (min(start + chunk, size) - start) / size
+                loss, part_stats = self._loss(batch[part], advantage[part])
+                (loss * weight).backward()
+                stats += part_stats * weight
         if self.cfg.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()

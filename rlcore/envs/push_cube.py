@@ -138,7 +138,7 @@ class PushCube(ColumnStateEnv):
         torch.hypot(to_push[0], to_push[1], out=dist)
         torch.mul(goal_dist, self._minus_goal_weight, out=slot.reward)
         slot.reward.sub_(dist)
-        slot.reward.add_(slot.terminated)
+        slot.reward.addcmul_(slot.terminated, self._bonus)
 
     # --- resets ------------------------------------------------------------------------
 

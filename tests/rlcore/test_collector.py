@@ -100,3 +100,11 @@ def test_mismatched_policy_action_dim_is_rejected():
     spec = RolloutSpec(2, 4, 4, (), torch.int64, True, False, env.device)
     with pytest.raises(ValueError, match="action dim"):
         SyncCollector(env, policy, make_rollout(spec), torch.Generator())
+
+
+def test_rollout_and_policy_must_agree_on_the_critic():
+    env = CartPole(2)
+    policy = ActorCritic(4, env.action_space, PolicyConfig())
+    critic_free = make_rollout(RolloutSpec.for_env(env, 4, with_value=False))
+    with pytest.raises(ValueError, match="exactly when the policy has a critic"):
+        SyncCollector(env, policy, critic_free, torch.Generator())
