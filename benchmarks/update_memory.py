@@ -44,6 +44,7 @@ import torch
 from benchmarks.common import base_parser, preset_or_note, print_table, setup, write_json
 from rlcore.envs import ENVS
 from rlcore.rollout import nominal_bytes
+from rlcore.runtime import keep_freed_memory
 from rlcore.trainer import ExperimentConfig, Trainer
 
 MB = 1024**2
@@ -56,7 +57,11 @@ _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
 def pin_malloc_thresholds() -> bool:
-    """Make glibc mmap (and unmap on free) every block >= 128 KiB; False if not glibc."""
+    """Make glibc mmap (and unmap on free) every block >= 128 KiB; False if not glibc.
+
+    Also returns the free heap memory kept by earlier settings to the OS (`malloc_trim`),
+    so that no allocation measured afterwards can reuse pages that are already resident.
+    """
     name = ctypes.util.find_library("c")
     if name is None:
         return False
@@ -64,6 +69,7 @@ def pin_malloc_thresholds() -> bool:
         libc = ctypes.CDLL(name)
         ok = libc.mallopt(_M_MMAP_THRESHOLD, _MALLOC_THRESHOLD)
         ok &= libc.mallopt(_M_TRIM_THRESHOLD, _MALLOC_THRESHOLD)
+        libc.malloc_trim(0)
     except (OSError, AttributeError):
         return False
     return bool(ok)
@@ -142,7 +148,7 @@ def calibrate(device: torch.device, method: str, size_mb: int = 64) -> float:
 
 
 def experiment(
-    base: ExperimentConfig, n: int, t: int, device: str, microbatch_size: int | None
+    base: ExperimentConfig, n: int, t: int, device: str, microbatch_size: int | str | None
 ) -> ExperimentConfig:
     return dataclasses.replace(
         base,
@@ -162,10 +168,11 @@ def measure(
     task: str,
     base: ExperimentConfig,
     n: int,
-    microbatch_size: int | None,
+    microbatch_size: int | str | None,
     args: argparse.Namespace,
     method: str,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Trainer]:
+    """Median peak extra memory of `update`; the trainer is returned for the timing phase."""
     cfg = experiment(base, n, args.num_steps, args.device, microbatch_size)
     trainer = Trainer(cfg)
     rollout, algo = trainer.rollout, trainer.algo
@@ -184,14 +191,43 @@ def measure(
         "T": args.num_steps,
         "transitions": n * args.num_steps,
         "minibatches": cfg.ppo.num_minibatches,
-        "microbatch": microbatch_size or "all",
+        "microbatch": describe_microbatch(microbatch_size, algo.microbatch_size(rollout)),
         "nominal_mb": nominal / MB,
         "peak_extra_mb": extra / MB,
         "peak_extra_samples_mb": [s / MB for s in samples],
         "ratio": extra / nominal,
     }
     row["verdict"] = "met" if row["ratio"] <= TARGET_RATIO else "MISSED"
-    return row
+    return row, trainer
+
+
+def time_updates(trainers: list[Trainer], reps: int) -> list[float]:
+    """Median seconds of `update` per trainer, alternating between them in every repetition.
+
+    Runs after all memory measurements, under training's allocator settings (freed memory
+    kept mapped), which would otherwise hide allocations from the resident-set peak.
+    """
+    keep_freed_memory()
+    seconds: list[list[float]] = [[] for _ in trainers]
+    for _ in range(reps):
+        for trainer, times in zip(trainers, seconds, strict=True):
+            trainer.collector.collect()
+            start = time.perf_counter()
+            trainer.algo.update(trainer.rollout)
+            times.append(time.perf_counter() - start)
+    return [statistics.median(times) for times in seconds]
+
+
+def describe_microbatch(setting: int | str | None, chunk: int | None) -> str:
+    """`ppo.microbatch_size` as set, with the chunk it resolved to ("all": no chunking)."""
+    resolved = "all" if chunk is None else str(chunk)
+    return f"auto ({resolved})" if setting == "auto" else resolved
+
+
+def parse_microbatch(raw: str) -> int | str | None:
+    if raw == "none":
+        return None
+    return raw if raw == "auto" else int(raw)
 
 
 COLUMNS: list[tuple[str, str, str]] = [
@@ -202,6 +238,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("microbatch", "microbatch", ""),
     ("nominal_mb", "nominal MB", ".2f"),
     ("peak_extra_mb", "peak extra MB", ".2f"),
+    ("update_s", "update s", ".3f"),
     ("ratio", "extra/nominal", ".2f"),
     ("verdict", f"<= {TARGET_RATIO}", ""),
 ]
@@ -215,8 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--microbatch-sizes",
         nargs="+",
-        default=["none", "2048"],
-        help="ppo.microbatch_size values to compare ('none': whole minibatch at once)",
+        default=["auto", "none"],
+        help="ppo.microbatch_size values to compare ('auto': the default; 'none': whole "
+        "minibatch at once)",
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     parser.add_argument(
@@ -232,8 +270,8 @@ def main(argv: list[str] | None = None) -> None:
         "PPO update peak memory vs rollout nominal bytes",
         method=f"median over {args.reps} updates after a warm-up update",
     )
-    # After setup (which keeps freed memory mapped for speed): here every block must be
-    # mapped on demand so that the high-water mark sees each allocation.
+    # Setup keeps freed memory mapped (training's setting, used while timing); memory is
+    # measured with every block mapped on demand so that the high-water mark sees each one.
     pinned = pin_malloc_thresholds() if device.type == "cpu" else False
     method = args.method
     if device.type == "cuda":
@@ -251,15 +289,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"calibration: a 64 MB tensor allocated and freed inside the window reads {cal:.2f} MB")
     meta |= {"device": str(device), "method": how, "calibration_64mb_reads_mb": cal}
     rows: list[dict[str, Any]] = []
+    groups: list[tuple[list[dict[str, Any]], list[Trainer]]] = []
     for task in args.envs:
         base = preset_or_note(task, f"update memory of {task}")
         if base is None:
             continue
         for n in args.sizes:
+            group: tuple[list[dict[str, Any]], list[Trainer]] = ([], [])
             for raw in args.microbatch_sizes:
-                micro = None if raw == "none" else int(raw)
-                print(f"... {task} N={n} microbatch={raw}", flush=True)
-                rows.append(measure(task, base, n, micro, args, method))
+                print(f"... memory: {task} N={n} microbatch={raw}", flush=True)
+                row, trainer = measure(task, base, n, parse_microbatch(raw), args, method)
+                group[0].append(row)
+                group[1].append(trainer)
+            groups.append(group)
+    for group_rows, trainers in groups:
+        print(f"... update time: {group_rows[0]['env']} N={group_rows[0]['N']}", flush=True)
+        for row, seconds in zip(group_rows, time_updates(trainers, args.reps), strict=True):
+            row["update_s"] = seconds
+        rows += group_rows
     print()
     print_table(rows, COLUMNS)
     write_json(args.json, meta, {"rows": rows})

@@ -8,7 +8,7 @@ advantage estimator. Writes `advantage` and `value_target` in place (no rollout 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from tensordict import TensorDict
@@ -28,11 +28,15 @@ from rlcore.rollout import (
     TRUNCATED,
     VALUE,
     VALUE_TARGET,
+    nominal_bytes,
     transition_view,
 )
 
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 _BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, VALUE, ADVANTAGE, VALUE_TARGET)
+# "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
+# cost more in per-chunk overhead than in compute on CPU (1024: +20-30% update time).
+MIN_AUTO_MICROBATCH = 2048
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ class PPOConfig:
     target_kl: float | None = None
     num_epochs: int = 10
     num_minibatches: int = 4
-    microbatch_size: int | None = None
+    microbatch_size: int | Literal["auto"] | None = "auto"
     normalize_advantage: bool = True
     adam_eps: float = 1e-5
 
@@ -76,10 +80,11 @@ class PPOConfig:
         check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
         check(self.num_epochs >= 1, "num_epochs", ">= 1")
         check(self.num_minibatches >= 1, "num_minibatches", ">= 1")
+        mb = self.microbatch_size
         check(
-            self.microbatch_size is None or self.microbatch_size >= 1,
+            mb is None or mb == "auto" or (type(mb) is int and mb >= 1),
             "microbatch_size",
-            ">= 1 or null (null: the whole minibatch at once)",
+            "an int >= 1, 'auto' or null (null: the whole minibatch at once)",
         )
 
 
@@ -129,6 +134,24 @@ class PPO:
             policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True
         )
 
+    def microbatch_size(self, rollout: TensorDict) -> int | None:
+        """Samples per forward/backward chunk of a minibatch (None: the whole minibatch).
+
+        "auto" on CPU: as many samples as have activations (as estimated by the policy)
+        fitting in half the rollout's nominal bytes, at least `MIN_AUTO_MICROBATCH`.
+        That keeps the update's extra memory under the rollout's own size (for rollouts of
+        a few MB and up) for a measured 0-15% more update time on CPU than whole
+        minibatches. "auto" on accelerators: whole minibatches, since there every chunk
+        costs kernel launches and activation memory is rarely the limit.
+        """
+        chunk = self.cfg.microbatch_size
+        if chunk != "auto":
+            return chunk
+        if rollout[VALUE].device.type != "cpu":
+            return None
+        budget = nominal_bytes(rollout) // 2
+        return max(budget // self.policy.activation_bytes_per_sample(), MIN_AUTO_MICROBATCH)
+
     def _write_advantages(self, rollout: TensorDict) -> None:
         cfg, tv = self.cfg, transition_view(rollout)
         reward = tv[REWARD] if cfg.reward_scale == 1.0 else tv[REWARD] * cfg.reward_scale
@@ -145,11 +168,13 @@ class PPO:
             self._write_advantages(rollout)
         self._set_lr(self._scheduled_lr())
         tv = transition_view(rollout)
+        chunk = self.microbatch_size(rollout)
         sums = torch.zeros(5, device=tv.device)
         num_batches, stop = 0, False
         for _ in range(cfg.num_epochs):
             for batch in iterate_minibatches(tv, _BATCH_KEYS, cfg.num_minibatches, self.generator):
-                stats = self._step(batch)  # [policy, value, entropy, approx_kl, clip_fraction]
+                # stats: [policy, value, entropy, approx_kl, clip_fraction]
+                stats = self._step(batch, chunk)
                 sums += stats
                 num_batches += 1
                 if cfg.target_kl is not None and stats[3].item() > 1.5 * cfg.target_kl:
@@ -172,7 +197,7 @@ class PPO:
             "train/minibatches": float(num_batches),
         }
 
-    def _step(self, batch: TensorDict) -> torch.Tensor:
+    def _step(self, batch: TensorDict, chunk: int | None) -> torch.Tensor:
         """One optimizer step on a minibatch, accumulating gradients over micro-batches.
 
         The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / B` over
@@ -183,7 +208,6 @@ class PPO:
         if cfg.normalize_advantage and size > 1:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
         self.optimizer.zero_grad(set_to_none=True)
-        chunk = cfg.microbatch_size
         if chunk is None or chunk >= size:
             loss, stats = self._loss(batch, advantage)
             loss.backward()

@@ -4,7 +4,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rlcore.algos.ppo import PPO, PPOConfig, clipped_surrogate, value_loss
+from rlcore.algos.ppo import (
+    MIN_AUTO_MICROBATCH,
+    PPO,
+    PPOConfig,
+    clipped_surrogate,
+    value_loss,
+)
 from rlcore.collector import SyncCollector
 from rlcore.envs import CartPole, Pendulum
 from rlcore.policies import ActorCritic, PolicyConfig
@@ -21,6 +27,7 @@ from rlcore.rollout import (
     VALUE_TARGET,
     RolloutSpec,
     make_rollout,
+    nominal_bytes,
 )
 from rlcore.trainer import Trainer
 
@@ -105,6 +112,32 @@ def test_microbatches_give_the_same_update_as_whole_minibatches():
     _, chunked = updated_params(10)  # 64 transitions per minibatch: 7 chunks
     assert not torch.allclose(before, whole)
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
+
+
+def test_auto_microbatch_fits_activations_in_half_the_rollout():
+    env = CartPole(256)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    # floats per sample: 2 * obs_dim (4) + actor 2 * (16 + 2) + critic 2 * (16 + 1) = 78
+    assert policy.activation_bytes_per_sample() == 4 * 78
+    big = make_rollout(RolloutSpec.for_env(env, 1024, with_value=True))  # 262k transitions
+    ppo = PPO(policy, PPOConfig(), 1, torch.Generator())
+    chunk = ppo.microbatch_size(big)
+    assert chunk == nominal_bytes(big) // 2 // (4 * 78)
+    assert MIN_AUTO_MICROBATCH < chunk < 256 * 1024 // 4  # splits each of the 4 minibatches
+    small = make_rollout(RolloutSpec.for_env(env, 8, with_value=True))
+    assert ppo.microbatch_size(small) == MIN_AUTO_MICROBATCH  # never below the floor
+    fixed = PPO(policy, PPOConfig(microbatch_size=100), 1, torch.Generator())
+    assert fixed.microbatch_size(big) == 100
+    assert (
+        PPO(policy, PPOConfig(microbatch_size=None), 1, torch.Generator()).microbatch_size(big)
+        is None
+    )
+
+
+@pytest.mark.parametrize("bad", [0, -3, "big", 2.5, True])
+def test_microbatch_size_rejects_bad_values(bad):
+    with pytest.raises(ValueError, match=r"ppo\.microbatch_size must be an int >= 1, 'auto'"):
+        PPOConfig(microbatch_size=bad)
 
 
 def filled_rollout(num_envs=8, num_steps=16):
