@@ -1,5 +1,8 @@
-# Two entry points for a fresh machine: `make train` (the default experiment) and `make test`.
+# Two entry points for a fresh machine: `make repro` (the default experiment through
+# `dvc repro`) and `make test`.
 PY := .venv/bin/python
+# The stages run `python -m pipelines ...`: put the project's interpreter first on PATH.
+RUN := PATH="$(CURDIR)/.venv/bin:$$PATH" DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1
 
 .venv/ready: pyproject.toml
 	python3 -m venv .venv
@@ -9,12 +12,15 @@ PY := .venv/bin/python
 
 setup: .venv/ready
 
-train: .venv/ready
-	$(PY) -m pipelines.train --overwrite
+repro: .venv/ready
+	$(RUN) .venv/bin/dvc repro
+	@echo
+	@echo "checkpoint: outputs/checkpoints/final.pt   metrics: metrics/train.json metrics/eval.json"
+	@echo "video:      outputs/video/episodes.mp4     report:  reports/run/report.md"
 
 test: .venv/ready
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	$(PY) -m pytest
+	$(RUN) $(PY) -m pytest
 
-.PHONY: setup train test
+.PHONY: setup repro test

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS
 from rlcore.runtime import configure_cpu
-from rlcore.trainer import ExperimentConfig
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.common import base_parser, preset_or_note, print_table, setup, verdict, write_json
-from rlcore.trainer import ExperimentConfig, Trainer
+from rlcore.config import ExperimentConfig
+from rlcore.trainer import Trainer
 
 # task -> (metric reported by rlcore.evaluate, threshold); the benchmark's definition of solved
 TARGETS: dict[str, tuple[str, float]] = {

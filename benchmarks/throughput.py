@@ -47,9 +47,10 @@ from benchmarks.common import (
     verdict,
     write_json,
 )
+from rlcore.config import ExperimentConfig
 from rlcore.envs import ENVS, BatchedEnv, EnvConfig, make_env
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
-from rlcore.trainer import ExperimentConfig, Trainer
+from rlcore.trainer import Trainer
 
 PARTS = ("env", "act", "collector", "train", "gym")
 PRESET_PARTS = {"act", "collector", "train"}

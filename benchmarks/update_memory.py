@@ -42,10 +42,11 @@ from typing import Any
 import torch
 
 from benchmarks.common import base_parser, preset_or_note, print_table, setup, write_json
+from rlcore.config import ExperimentConfig
 from rlcore.envs import ENVS
 from rlcore.rollout import nominal_bytes
 from rlcore.runtime import keep_freed_memory
-from rlcore.trainer import ExperimentConfig, Trainer
+from rlcore.trainer import Trainer
 
 MB = 1024**2
 TARGET_RATIO = 1.0

@@ -1,80 +1,134 @@
-"""Train one experiment from the command line, showing progress and writing its run folder.
+"""The `train` stage: PPO on the configured env, with a learning curve and resumable progress.
 
-Usage: python -m pipelines.train [--preset cartpole] [--run-dir runs/cartpole] [--threads 1]
+Outputs (see `Layout`): `outputs/checkpoints/final.pt`, `metrics/curve.csv` (one row per
+evaluation) and `metrics/train.json`. Each is replaced atomically only when training
+completes, so a failed or interrupted run leaves the previous ones intact. Progress is saved
+to `outputs/checkpoints/resume.pt` every `trainer.checkpoint_every_iters` iterations; the
+next run of the same configuration continues from it bit-identically.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
-from rlcore.checkpoint import CheckpointError
-from rlcore.presets import PRESETS, preset
+from pipelines.files import write_csv, write_json
+from pipelines.layout import Layout
+from pipelines.params import Params
+from rlcore.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rlcore.runtime import configure_cpu
 from rlcore.trainer import Trainer
 
-
-class JsonlSink:
-    """Append every metrics record to a JSON-lines file and print evaluations."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.start = time.perf_counter()
-
-    def __call__(self, step: int, metrics: dict[str, float]) -> None:
-        with self.path.open("a") as handle:
-            handle.write(json.dumps({"env_steps": step, **metrics}) + "\n")
-        if "eval/episode_return" in metrics:
-            extra = metrics.get("eval/success_rate")
-            success = "" if extra is None else f"  success {extra:.2f}"
-            print(
-                f"[{time.perf_counter() - self.start:7.1f}s] {step:>9,d} steps  "
-                f"eval return {metrics['eval/episode_return']:9.2f}{success}",
-                flush=True,
-            )
+CURVE_COLUMNS = (
+    "env_steps",
+    "wall_s",
+    "eval_return",
+    "eval_return_min",
+    "eval_success_rate",
+    "train_return",
+)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--preset", default="cartpole", choices=sorted(PRESETS))
-    parser.add_argument("--run-dir", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    start = parser.add_mutually_exclusive_group()
-    start.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
-    start.add_argument(
-        "--overwrite", action="store_true", help="start afresh, replacing an existing run folder"
-    )
-    args = parser.parse_args(argv)
-    configure_cpu(args.threads)
-    cfg = preset(args.preset)
-    run_dir = args.run_dir or Path("runs") / args.preset
-    run_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint, metrics = run_dir / "checkpoint.pt", run_dir / "metrics.jsonl"
-    if checkpoint.exists() and not (args.resume or args.overwrite):
+@dataclass
+class Curve:
+    """Learning-curve rows and the training wall time they were measured at."""
+
+    total_env_steps: int
+    rows: list[dict[str, float]] = field(default_factory=list)
+    elapsed_before: float = 0.0  # wall seconds of earlier (interrupted) runs
+    started: float = field(default_factory=time.perf_counter)
+    last_train_return: float = float("nan")
+
+    @property
+    def wall_s(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def __call__(self, env_steps: int, metrics: dict[str, float]) -> None:
+        """The Trainer's metrics sink: keep training returns, record and show evaluations."""
+        if "train/episode_return" in metrics:
+            self.last_train_return = metrics["train/episode_return"]
+        if "eval/episode_return" not in metrics:
+            return
+        row = {
+            "env_steps": float(env_steps),
+            "wall_s": self.wall_s,
+            "eval_return": metrics["eval/episode_return"],
+            "eval_return_min": metrics["eval/episode_return_min"],
+            "train_return": self.last_train_return,
+        }
+        if "eval/success_rate" in metrics:
+            row["eval_success_rate"] = metrics["eval/success_rate"]
+        self.rows.append(row)
+        success = f"  success {row['eval_success_rate']:.2f}" if "eval_success_rate" in row else ""
+        share = env_steps / self.total_env_steps
         print(
-            f"error: {run_dir} already holds a run; pass --resume to continue it, "
-            "--overwrite to replace it, or --run-dir for a new folder",
-            file=sys.stderr,
+            f"[train {row['wall_s']:6.1f}s] {env_steps:>10,d}/{self.total_env_steps:,d} steps "
+            f"({share:4.0%})  eval return {row['eval_return']:8.2f}{success}",
+            flush=True,
         )
-        return 2
-    if args.overwrite:
-        metrics.unlink(missing_ok=True)
-    trainer = Trainer(cfg, JsonlSink(metrics))
-    if args.resume:
-        try:
-            trainer.load(checkpoint)
-        except CheckpointError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    result = trainer.run(checkpoint_path=checkpoint)
-    summary = {"env_steps": result.env_steps, "wall_s": result.wall_s, **result.eval_metrics}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"done: {json.dumps(summary)}\ncheckpoint: {checkpoint}")
-    return 0
+
+    def state(self) -> dict[str, Any]:
+        return {"rows": self.rows, "wall_s": self.wall_s}
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> None:
+    """Continue an interrupted run of this configuration; discard progress of another."""
+    path = layout.resume_checkpoint
+    if not path.exists():
+        return
+    try:
+        trainer.load(path)
+        saved = load_checkpoint(path)["pipeline"]
+    except (CheckpointError, KeyError) as exc:
+        print(f"[train] not resuming from {path} ({exc}); starting afresh", flush=True)
+        path.unlink()
+        return
+    curve.rows, curve.elapsed_before = list(saved["rows"]), float(saved["wall_s"])
+    print(
+        f"[train] resuming from {path}: iteration {trainer.iteration}, "
+        f"{trainer.env_steps:,d} env steps",
+        flush=True,
+    )
+
+
+def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
+    """Run the `train` stage and return the metrics it writes to `metrics/train.json`."""
+    layout = layout or Layout()
+    configure_cpu(params.runtime.threads)
+    cfg = params.experiment()
+    curve = Curve(total_env_steps=cfg.total_iters * cfg.steps_per_iter)
+    trainer = Trainer(cfg, sink=curve)
+    _resume(trainer, curve, layout)
+    chunk = cfg.trainer.checkpoint_every_iters or cfg.total_iters
+    reached = False
+    print(
+        f"[train] {params.name}: {cfg.env.name}, {cfg.env.num_envs} envs x "
+        f"{cfg.trainer.num_steps} steps, {cfg.total_iters} iterations",
+        flush=True,
+    )
+    while trainer.iteration < cfg.total_iters and not reached:
+        result = trainer.run(max_iters=chunk)
+        reached = result.reached_target
+        if trainer.iteration < cfg.total_iters and not reached:
+            save_checkpoint(
+                layout.resume_checkpoint, {**trainer.state_dict(), "pipeline": curve.state()}
+            )
+    wall_s = curve.wall_s
+    save_checkpoint(layout.final_checkpoint, trainer.state_dict())
+    last = curve.rows[-1] if curve.rows else {}
+    metrics = {
+        "env_steps": trainer.env_steps,
+        "iterations": trainer.iteration,
+        "wall_s": round(wall_s, 3),
+        "train_sps": round(trainer.env_steps / max(wall_s, 1e-9), 1),
+        "reached_target": int(reached),
+        "eval_return": last.get("eval_return", float("nan")),
+    }
+    if "eval_success_rate" in last:
+        metrics["eval_success_rate"] = last["eval_success_rate"]
+    write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
+    write_json(layout.train_metrics, metrics)
+    layout.resume_checkpoint.unlink(missing_ok=True)
+    print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
+    return metrics

@@ -12,9 +12,7 @@ from typing import Any
 
 import torch
 
-
-class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, corrupt, truncated or from another configuration."""
+from rlcore.errors import CheckpointError
 
 
 def config_hash(config: Any) -> str:
@@ -55,3 +53,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not isinstance(state, dict) or "config_hash" not in state:
         raise CheckpointError(f"checkpoint {path} is not an rlcore checkpoint")
     return state
+
+
+__all__ = ["CheckpointError", "config_hash", "load_checkpoint", "save_checkpoint"]

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from rlcore.envs.base import BatchedEnv, StepSlot
 from rlcore.policies import Actor
 
 
-@torch.inference_mode()
+class Episodes(NamedTuple):
+    """One finished episode per env instance.
+
+    Shape:
+        returns: [N] float64; lengths: [N] int64; successes: [N] bool, or None
+    """
+
+    returns: torch.Tensor
+    lengths: torch.Tensor
+    successes: torch.Tensor | None
+
+
 def evaluate(policy: Actor, env: BatchedEnv, seed: int) -> dict[str, float]:
     """Run one episode in each of the env's N instances with the policy's mode action.
 
@@ -16,6 +29,20 @@ def evaluate(policy: Actor, env: BatchedEnv, seed: int) -> dict[str, float]:
     `eval/episode_return` (mean), `eval/episode_return_min`, `eval/episode_length` and,
     for envs that report it, `eval/success_rate`.
     """
+    episodes = run_episodes(policy, env, seed)
+    metrics = {
+        "eval/episode_return": episodes.returns.mean().item(),
+        "eval/episode_return_min": episodes.returns.min().item(),
+        "eval/episode_length": episodes.lengths.double().mean().item(),
+    }
+    if episodes.successes is not None:
+        metrics["eval/success_rate"] = episodes.successes.double().mean().item()
+    return metrics
+
+
+@torch.inference_mode()
+def run_episodes(policy: Actor, env: BatchedEnv, seed: int) -> Episodes:
+    """One deterministic (mode-action) episode in each of the env's N instances."""
     n = env.num_envs
     obs = env.reset(seed=seed)
     slot = StepSlot.allocate(n, env.obs_dim, env.device, env.has_success)
@@ -33,11 +60,4 @@ def evaluate(policy: Actor, env: BatchedEnv, seed: int) -> dict[str, float]:
         obs = slot.next_obs
         if step % 8 == 7 and not running.any():
             break
-    metrics = {
-        "eval/episode_return": returns.mean().item(),
-        "eval/episode_return_min": returns.min().item(),
-        "eval/episode_length": lengths.double().mean().item(),
-    }
-    if env.has_success:
-        metrics["eval/success_rate"] = success.double().mean().item()
-    return metrics
+    return Episodes(returns, lengths, success if env.has_success else None)

@@ -9,33 +9,16 @@ more than the maths at the batch sizes used here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import gymnasium.spaces as spaces
 import torch
 from torch import nn
 
+from rlcore.config import PolicyConfig
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """MLP sizes and options shared by actor and critic."""
-
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    init_log_std: float = 0.0
-    normalize_obs: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
-            raise ValueError(f"policy.hidden_sizes must be positive ints, got {self.hidden_sizes}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"policy.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
 
 
 class ActOutput(NamedTuple):

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from rlcore.algos.ppo import PPOConfig
-from rlcore.envs import EnvConfig
-from rlcore.policies import PolicyConfig
-from rlcore.trainer import ExperimentConfig, TrainerConfig
+from rlcore.algos.config import PPOConfig
+from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 
 # ReLU rather than tanh: on CPU torch's tanh kernel is ~20x slower than ReLU at these sizes,
 # and it is the single largest cost of a small-MLP PPO update.

@@ -5,67 +5,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rlcore.algos.base import NonFiniteError
-from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.ppo import PPO
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
 from rlcore.collector import SyncCollector
-from rlcore.envs import EnvConfig, make_env
+from rlcore.config import ExperimentConfig
+from rlcore.envs import make_env
 from rlcore.evaluate import evaluate
-from rlcore.policies import PolicyConfig, make_policy
+from rlcore.policies import make_policy
 from rlcore.rollout import OBS, REWARD, RolloutSpec, make_rollout, transition_view
 
 log = logging.getLogger(__name__)
 
 MetricsSink = Callable[[int, dict[str, float]], None]
 """Receives `(total_env_steps, metrics)` after every iteration and evaluation."""
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    total_env_steps: int = 100_000
-    num_steps: int = 32
-    seed: int = 0
-    eval_every_iters: int = 10
-    eval_episodes: int = 16
-    checkpoint_every_iters: int = 0
-    stop_at_eval_return: float | None = None
-    stop_at_eval_success: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("total_env_steps", "num_steps", "eval_episodes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"trainer.{name} must be a positive integer, got {getattr(self, name)}"
-                )
-        for name in ("eval_every_iters", "checkpoint_every_iters"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"trainer.{name} must be >= 0 (0 disables), got {getattr(self, name)}"
-                )
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """Everything one training run needs; its hash guards resumption."""
-
-    env: EnvConfig = field(default_factory=EnvConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-
-    @property
-    def steps_per_iter(self) -> int:
-        return self.env.num_envs * self.trainer.num_steps
-
-    @property
-    def total_iters(self) -> int:
-        return max(self.trainer.total_env_steps // self.steps_per_iter, 1)
 
 
 @dataclass

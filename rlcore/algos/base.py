@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tensordict import TensorDict
+from rlcore.errors import NonFiniteError
 
-
-class NonFiniteError(RuntimeError):
-    """Training produced a NaN or infinity; raised before any parameter is corrupted."""
+if TYPE_CHECKING:  # stages that only evaluate a policy should not pay for importing it
+    from tensordict import TensorDict
 
 
 class Algorithm(Protocol):
@@ -23,3 +22,6 @@ class Algorithm(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+__all__ = ["Algorithm", "NonFiniteError"]

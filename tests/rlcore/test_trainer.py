@@ -4,9 +4,8 @@ import torch
 from rlcore.algos.base import NonFiniteError
 from rlcore.algos.ppo import PPOConfig
 from rlcore.checkpoint import CheckpointError
-from rlcore.envs import EnvConfig
-from rlcore.policies import PolicyConfig
-from rlcore.trainer import ExperimentConfig, Trainer, TrainerConfig
+from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
+from rlcore.trainer import Trainer
 
 
 def small_config(env="pendulum", **trainer):

@@ -1,0 +1,49 @@
+"""The `evaluate` stage: the trained policy's deterministic episodes on fresh seeds."""
+
+from __future__ import annotations
+
+import time
+
+from pipelines.files import write_json
+from pipelines.layout import Layout
+from pipelines.params import Params
+from rlcore.envs import make_env
+from rlcore.evaluate import run_episodes
+from rlcore.runtime import configure_cpu
+from rlcore.trained import load_trained_policy
+
+
+def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
+    """Run `evaluation.episodes` episodes in parallel and write `metrics/eval.json`.
+
+    The seed (`evaluation.seed`) is one the trainer never uses, so the score is not the one
+    training stopped on.
+    """
+    layout = layout or Layout()
+    configure_cpu(params.runtime.threads)
+    cfg = params.experiment()
+    if not layout.final_checkpoint.is_file():
+        raise FileNotFoundError(
+            f"{layout.final_checkpoint} is missing: run the `train` stage first"
+        )
+    policy = load_trained_policy(cfg, layout.final_checkpoint)
+    ev = params.evaluation
+    env = make_env(cfg.env, num_envs=ev.episodes)
+    print(f"[evaluate] {ev.episodes} episodes of {cfg.env.name}, seed {ev.seed}", flush=True)
+    start = time.perf_counter()
+    episodes = run_episodes(policy, env, seed=ev.seed)
+    returns = episodes.returns
+    metrics = {
+        "episodes": ev.episodes,
+        "return_mean": returns.mean().item(),
+        "return_std": returns.std(unbiased=False).item(),
+        "return_min": returns.min().item(),
+        "return_max": returns.max().item(),
+        "length_mean": episodes.lengths.double().mean().item(),
+        "wall_s": round(time.perf_counter() - start, 3),
+    }
+    if episodes.successes is not None:
+        metrics["success_rate"] = episodes.successes.double().mean().item()
+    write_json(layout.eval_metrics, metrics)
+    print(f"[evaluate] {metrics}", flush=True)
+    return metrics

@@ -1,0 +1,56 @@
+"""Atomic file writes: a stage that fails or is interrupted never leaves half a file behind."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: Path, produced_by: str) -> dict[str, Any]:
+    """Read a stage input, saying which stage makes it when it is missing."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run the `{produced_by}` stage first")
+    return json.loads(path.read_text())
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path: Path, produced_by: str) -> list[dict[str, float]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run the `{produced_by}` stage first")
+    with path.open(newline="") as handle:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]

@@ -1,0 +1,52 @@
+"""Where each stage reads and writes, relative to the project root (mirrors `dvc.yaml`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path = Path(".")
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "outputs" / "checkpoints"
+
+    @property
+    def final_checkpoint(self) -> Path:
+        return self.checkpoints / "final.pt"
+
+    @property
+    def resume_checkpoint(self) -> Path:
+        """Progress of an unfinished training run; removed when the run completes."""
+        return self.checkpoints / "resume.pt"
+
+    @property
+    def train_metrics(self) -> Path:
+        return self.root / "metrics" / "train.json"
+
+    @property
+    def curve(self) -> Path:
+        return self.root / "metrics" / "curve.csv"
+
+    @property
+    def eval_metrics(self) -> Path:
+        return self.root / "metrics" / "eval.json"
+
+    @property
+    def video(self) -> Path:
+        return self.root / "outputs" / "video" / "episodes.mp4"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "reports" / "run"
+
+    @property
+    def report(self) -> Path:
+        return self.report_dir / "report.md"
+
+    @property
+    def curve_png(self) -> Path:
+        return self.report_dir / "curve.png"

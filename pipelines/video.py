@@ -1,0 +1,87 @@
+"""The `video` stage: a few deterministic evaluation episodes, tiled into one MP4."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import imageio.v2 as imageio
+import numpy as np
+import torch
+
+from pipelines.files import atomic_path
+from pipelines.layout import Layout
+from pipelines.params import Params
+from rlcore.envs import make_env
+from rlcore.envs.base import StepSlot
+from rlcore.runtime import configure_cpu
+from rlcore.trained import load_trained_policy
+
+BORDER = 2
+BORDER_GRAY = 40
+
+
+def tile(frames: torch.Tensor, columns: int) -> np.ndarray:
+    """Lay `n` frames out on a grid with `columns` columns and a thin border.
+
+    Shape:
+        frames: [n, S, S, 3] uint8 -> [H, W, 3] uint8 with H and W even (H.264 needs it)
+    """
+    n, size = frames.shape[0], frames.shape[1]
+    columns = min(columns, n)
+    rows = math.ceil(n / columns)
+    height = rows * size + (rows + 1) * BORDER
+    width = columns * size + (columns + 1) * BORDER
+    grid = np.full((height + height % 2, width + width % 2, 3), BORDER_GRAY, dtype=np.uint8)
+    cells = frames.cpu().numpy()
+    for i in range(n):
+        top = BORDER + (i // columns) * (size + BORDER)
+        left = BORDER + (i % columns) * (size + BORDER)
+        grid[top : top + size, left : left + size] = cells[i]
+    return grid
+
+
+@torch.inference_mode()
+def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
+    """Write `outputs/video/episodes.mp4`; an ended episode stays on its last frame, dimmed."""
+    layout = layout or Layout()
+    configure_cpu(params.runtime.threads)
+    cfg, vp = params.experiment(), params.video
+    if not layout.final_checkpoint.is_file():
+        raise FileNotFoundError(
+            f"{layout.final_checkpoint} is missing: run the `train` stage first"
+        )
+    policy = load_trained_policy(cfg, layout.final_checkpoint)
+    env = make_env(cfg.env, num_envs=vp.episodes)
+    max_steps = vp.max_steps or env.max_episode_steps
+    obs = env.reset(seed=vp.seed)
+    slot = StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)
+    running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    shown = env.render(size=vp.frame_size)
+    print(f"[video] {vp.episodes} episodes of {cfg.env.name}, up to {max_steps} steps", flush=True)
+    start, frames = time.perf_counter(), 0
+    with atomic_path(layout.video) as tmp:
+        writer = imageio.get_writer(
+            tmp, format="FFMPEG", fps=vp.fps, codec="libx264", quality=7, macro_block_size=1
+        )
+        with writer:
+            for step in range(max_steps):
+                writer.append_data(tile(shown, vp.columns))
+                frames += 1
+                env.step(policy.act_deterministic(obs), slot)
+                obs = slot.next_obs
+                ended = running & slot.done
+                # Frames of ended episodes freeze (dimmed); auto-reset states are not shown.
+                shown[ended] = shown[ended] // 2
+                running &= ~slot.done
+                if not running.any():
+                    break
+                live = running.nonzero().squeeze(1)
+                shown[live] = env.render(live, size=vp.frame_size)
+                if (step + 1) % 100 == 0:
+                    print(f"[video] frame {step + 1}/{max_steps}", flush=True)
+            writer.append_data(tile(shown, vp.columns))
+            frames += 1
+    wall_s = time.perf_counter() - start
+    print(f"[video] wrote {layout.video} ({frames} frames) in {wall_s:.1f}s", flush=True)
+    return {"frames": frames, "wall_s": wall_s}

@@ -1,0 +1,104 @@
+"""The typed configuration of one experiment; importing it pulls in neither torch nor tensordict.
+
+Validation happens here, once, in `__post_init__`, so tools that only read or check a
+configuration (the pipeline's params, reports, flows) start in milliseconds, and stages that
+only act with a trained policy do not pay for the rollout machinery's imports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlcore.algos.config import PPOConfig
+
+ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
+ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
+_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which env, how many instances, where; `options` go to the env's constructor."""
+
+    name: str = "cartpole"
+    num_envs: int = 64
+    device: str = "cpu"
+    group_size: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.name not in ENV_NAMES:
+            raise ValueError(f"env.name must be one of {sorted(ENV_NAMES)}, got {self.name!r}")
+        if self.num_envs <= 0:
+            raise ValueError(f"env.num_envs must be a positive integer, got {self.num_envs}")
+        if self.group_size <= 0 or self.num_envs % self.group_size != 0:
+            raise ValueError(
+                f"env.group_size must be a positive divisor of env.num_envs ({self.num_envs}), "
+                f"got {self.group_size}"
+            )
+        if not _DEVICE.match(self.device):
+            raise ValueError(
+                f"env.device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', "
+                f"got {self.device!r}"
+            )
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """MLP sizes and options shared by actor and critic."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init_log_std: float = 0.0
+    normalize_obs: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
+            raise ValueError(f"policy.hidden_sizes must be positive ints, got {self.hidden_sizes}")
+        if self.activation not in ACTIVATION_NAMES:
+            allowed = sorted(ACTIVATION_NAMES)
+            raise ValueError(f"policy.activation must be one of {allowed}, got {self.activation!r}")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    total_env_steps: int = 100_000
+    num_steps: int = 32
+    seed: int = 0
+    eval_every_iters: int = 10
+    eval_episodes: int = 16
+    checkpoint_every_iters: int = 0
+    stop_at_eval_return: float | None = None
+    stop_at_eval_success: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("total_env_steps", "num_steps", "eval_episodes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"trainer.{name} must be a positive integer, got {getattr(self, name)}"
+                )
+        for name in ("eval_every_iters", "checkpoint_every_iters"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"trainer.{name} must be >= 0 (0 disables), got {getattr(self, name)}"
+                )
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything one training run needs; its hash guards resumption."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    @property
+    def steps_per_iter(self) -> int:
+        return self.env.num_envs * self.trainer.num_steps
+
+    @property
+    def total_iters(self) -> int:
+        return max(self.trainer.total_env_steps // self.steps_per_iter, 1)

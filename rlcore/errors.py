@@ -1,0 +1,11 @@
+"""The errors rlcore raises on purpose (importable without torch, for tools that report them)."""
+
+from __future__ import annotations
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced a NaN or infinity; raised before any parameter is corrupted."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is missing, corrupt, truncated or from another configuration."""

@@ -1,0 +1,56 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.params import ParamsError, load_params
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_default_experiment_is_valid_ppo_on_cartpole():
+    params = load_params(REPO / "params.yaml")
+    assert params.env.name == "cartpole" and params.algorithm.name == "ppo"
+    assert params.experiment().ppo == params.algorithm.ppo
+    assert len(params.schedule.cron.split()) == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("algorithm:\n  ppo:\n    clipeps: 0.1\n", "algorithm.ppo.clipeps: unknown key"),
+        ("trainer:\n  num_steps: many\n", "trainer.num_steps: Input should be a valid integer"),
+        ("algorithm:\n  ppo:\n    clip_eps: -1\n", "algorithm.ppo.clip_eps: must be > 0, got -1"),
+        ("env:\n  num_envs: 0\n", "env.num_envs: must be a positive integer, got 0"),
+        ("env: [1, 2\n", "line 2, column 1: malformed YAML"),
+        ("- 1\n- 2\n", "<top level>: must be a mapping, got list"),
+    ],
+)
+def test_bad_params_fail_with_one_clear_line(tmp_path, text, line):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    assert len(info.value.lines) == 1
+    assert info.value.lines[0].startswith(line), info.value.lines
+
+
+def test_stage_cli_rejects_bad_params_before_touching_outputs(tmp_path):
+    (tmp_path / "params.yaml").write_text("algorithm:\n  ppo:\n    clip_eps: -1\n")
+    metrics = tmp_path / "metrics" / "train.json"
+    metrics.parent.mkdir()
+    metrics.write_text('{"previous": 1}')
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines", "train"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: params.yaml: algorithm.ppo.clip_eps: must be > 0, got -1.0"
+    )
+    assert metrics.read_text() == '{"previous": 1}'
+    assert not (tmp_path / "outputs").exists()

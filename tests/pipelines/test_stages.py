@@ -1,0 +1,144 @@
+import csv
+import json
+
+import imageio.v3 as iio
+import pytest
+import torch
+
+from pipelines.evaluate import evaluate
+from pipelines.layout import Layout
+from pipelines.params import parse_params
+from pipelines.report import report
+from pipelines.train import train
+from pipelines.video import record, tile
+from rlcore.checkpoint import load_checkpoint
+from rlcore.trainer import Trainer
+
+TINY = {
+    "name": "tiny",
+    "env": {"name": "cartpole", "num_envs": 8},
+    "policy": {"hidden_sizes": [16], "activation": "relu"},
+    "algorithm": {"ppo": {"lr": 1e-3, "num_epochs": 2, "num_minibatches": 2}},
+    "trainer": {
+        "total_env_steps": 8 * 16 * 6,  # 6 iterations
+        "num_steps": 16,
+        "eval_every_iters": 2,
+        "eval_episodes": 4,
+        "checkpoint_every_iters": 2,
+    },
+    "evaluation": {"episodes": 5, "seed": 123},
+    "video": {"episodes": 3, "columns": 2, "frame_size": 48, "max_steps": 20, "fps": 10},
+}
+
+
+@pytest.fixture
+def params():
+    return parse_params(TINY)
+
+
+def policy_weights(path):
+    return load_checkpoint(path)["policy"]
+
+
+def test_train_writes_checkpoint_curve_and_metrics(params, tmp_path, capsys):
+    layout = Layout(tmp_path)
+    metrics = train(params, layout)
+    assert metrics["iterations"] == 6 and metrics["env_steps"] == 6 * 8 * 16
+    assert json.loads(layout.train_metrics.read_text()) == metrics
+    with layout.curve.open() as handle:
+        rows = list(csv.DictReader(handle))
+    # Evaluations after iterations 2, 4 and 6; wall time grows along the curve.
+    assert [int(float(r["env_steps"])) for r in rows] == [256, 512, 768]
+    assert float(rows[0]["wall_s"]) <= float(rows[-1]["wall_s"])
+    assert float(rows[-1]["eval_return"]) == metrics["eval_return"]
+    assert layout.final_checkpoint.is_file() and not layout.resume_checkpoint.exists()
+    assert "eval return" in capsys.readouterr().out  # progress is shown
+
+
+def test_interrupted_training_keeps_old_outputs_and_resumes_exactly(params, tmp_path, monkeypatch):
+    straight = Layout(tmp_path / "straight")
+    train(params, straight)
+
+    layout = Layout(tmp_path / "interrupted")
+    layout.final_checkpoint.parent.mkdir(parents=True)
+    layout.final_checkpoint.write_bytes(b"previous run")
+    layout.train_metrics.parent.mkdir(parents=True)
+    layout.train_metrics.write_text('{"previous": 1}')
+    real_iteration = Trainer._train_iteration
+
+    def crash_in_iteration_5(self):
+        if self.iteration == 4:
+            raise KeyboardInterrupt
+        real_iteration(self)
+
+    monkeypatch.setattr(Trainer, "_train_iteration", crash_in_iteration_5)
+    with pytest.raises(KeyboardInterrupt):
+        train(params, layout)
+    # Nothing of the previous run was replaced; progress up to iteration 4 was saved.
+    assert layout.final_checkpoint.read_bytes() == b"previous run"
+    assert layout.train_metrics.read_text() == '{"previous": 1}'
+    assert load_checkpoint(layout.resume_checkpoint)["iteration"] == 4
+
+    monkeypatch.setattr(Trainer, "_train_iteration", real_iteration)
+    resumed = train(params, layout)
+    assert resumed["iterations"] == 6 and not layout.resume_checkpoint.exists()
+    a, b = policy_weights(straight.final_checkpoint), policy_weights(layout.final_checkpoint)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    assert layout.curve.read_text().count("\n") == straight.curve.read_text().count("\n")
+
+
+def test_progress_of_another_configuration_is_not_resumed(params, tmp_path, capsys):
+    layout = Layout(tmp_path)
+    other = parse_params({**TINY, "algorithm": {"ppo": {"lr": 5e-4}}})
+    trainer = Trainer(other.experiment())
+    trainer.run(max_iters=2)
+    layout.checkpoints.mkdir(parents=True)
+    trainer.save(layout.resume_checkpoint)
+    assert train(params, layout)["iterations"] == 6
+    assert "not resuming" in capsys.readouterr().out
+
+
+def test_evaluate_video_and_report_from_a_trained_checkpoint(params, tmp_path):
+    layout = Layout(tmp_path)
+    train(params, layout)
+
+    metrics = evaluate(params, layout)
+    assert metrics["episodes"] == 5
+    assert metrics["return_min"] <= metrics["return_mean"] <= metrics["return_max"]
+    assert 1 <= metrics["length_mean"] <= 500
+    assert json.loads(layout.eval_metrics.read_text()) == metrics
+    again = evaluate(params, layout)
+    assert {**again, "wall_s": 0} == {**metrics, "wall_s": 0}  # deterministic
+
+    record(params, layout)
+    frames = iio.imread(layout.video)
+    # 3 episodes on a 2-column grid of 48 px cells with 2 px borders: 2 rows.
+    assert frames.shape[1:] == (2 * 48 + 3 * 2, 2 * 48 + 3 * 2, 3)
+    assert 2 <= frames.shape[0] <= 21
+
+    page = report(params, layout).read_text()
+    assert "# tiny" in page and f"{metrics['return_mean']:.2f}" in page
+    assert "![learning curve](curve.png)" in page
+    assert layout.curve_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "../../outputs/video/episodes.mp4" in page
+
+
+def test_tile_lays_frames_out_row_major_with_even_sides():
+    frames = torch.zeros(3, 5, 5, 3, dtype=torch.uint8)
+    for i in range(3):
+        frames[i] = 10 * (i + 1)
+    grid = tile(frames, columns=2)
+    assert grid.shape == (2 * 5 + 3 * 2, 2 * 5 + 3 * 2, 3)  # 16 x 16: already even
+    assert grid[2, 2, 0] == 10 and grid[2, 9, 0] == 20 and grid[9, 2, 0] == 30
+    assert grid[9, 9, 0] == 40  # the empty cell keeps the border gray
+    odd = tile(torch.zeros(1, 5, 5, 3, dtype=torch.uint8), columns=1)
+    assert odd.shape[0] % 2 == 0 and odd.shape[1] % 2 == 0
+
+
+def test_stages_need_their_inputs(params, tmp_path):
+    layout = Layout(tmp_path)
+    with pytest.raises(FileNotFoundError, match="run the `train` stage first"):
+        evaluate(params, layout)
+    with pytest.raises(FileNotFoundError, match="run the `train` stage first"):
+        report(params, layout)
