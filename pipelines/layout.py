@@ -36,6 +36,10 @@ class Layout:
         return self.root / "metrics" / "eval.json"
 
     @property
+    def video_metrics(self) -> Path:
+        return self.root / "metrics" / "video.json"
+
+    @property
     def video(self) -> Path:
         return self.root / "outputs" / "video" / "episodes.mp4"
 

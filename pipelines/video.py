@@ -9,7 +9,7 @@ import imageio.v2 as imageio
 import numpy as np
 import torch
 
-from pipelines.files import atomic_path
+from pipelines.files import atomic_path, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.envs import make_env
@@ -43,7 +43,10 @@ def tile(frames: torch.Tensor, columns: int) -> np.ndarray:
 
 @torch.inference_mode()
 def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
-    """Write `outputs/video/episodes.mp4`; an ended episode stays on its last frame, dimmed."""
+    """Write `outputs/video/episodes.mp4` (and `metrics/video.json`).
+
+    An ended episode stays on its last frame, dimmed, until all have ended.
+    """
     layout = layout or Layout()
     configure_cpu(params.runtime.threads)
     cfg, vp = params.experiment(), params.video
@@ -82,6 +85,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
                     print(f"[video] frame {step + 1}/{max_steps}", flush=True)
             writer.append_data(tile(shown, vp.columns))
             frames += 1
-    wall_s = time.perf_counter() - start
-    print(f"[video] wrote {layout.video} ({frames} frames) in {wall_s:.1f}s", flush=True)
-    return {"frames": frames, "wall_s": wall_s}
+    metrics = {"frames": frames, "episodes": vp.episodes, "wall_s": time.perf_counter() - start}
+    write_json(layout.video_metrics, metrics)
+    print(f"[video] wrote {layout.video} ({frames} frames) in {metrics['wall_s']:.1f}s", flush=True)
+    return metrics

@@ -111,8 +111,10 @@ def test_evaluate_video_and_report_from_a_trained_checkpoint(params, tmp_path):
     again = evaluate(params, layout)
     assert {**again, "wall_s": 0} == {**metrics, "wall_s": 0}  # deterministic
 
-    record(params, layout)
+    video = record(params, layout)
     frames = iio.imread(layout.video)
+    assert frames.shape[0] == video["frames"]
+    assert json.loads(layout.video_metrics.read_text()) == video
     # 3 episodes on a 2-column grid of 48 px cells with 2 px borders: 2 rows.
     assert frames.shape[1:] == (2 * 48 + 3 * 2, 2 * 48 + 3 * 2, 3)
     assert 2 <= frames.shape[0] <= 21
