@@ -59,10 +59,14 @@ def run_stage(name: str, params_path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("flow", "serve"):
-        from pipelines import flows
+    if argv and argv[0] == "flow":
+        from pipelines.flows import flow_main
 
-        return (flows.flow_main if argv[0] == "flow" else flows.serve_main)(argv[1:])
+        return flow_main(argv[1:])
+    if argv and argv[0] == "serve":
+        from pipelines.serve import serve_main
+
+        return serve_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
     parser.add_argument("command", choices=[*STAGES, "flow", "serve"])
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))

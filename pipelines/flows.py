@@ -1,0 +1,295 @@
+"""The experiment as a Prefect flow: DVC runs every stage, Prefect adds the rest.
+
+DVC owns the stage graph, caching and versions; Prefect owns schedules, retries, run history and
+artifacts. So each task shells out to `dvc` (a flow run is versioned like a run by hand) and the
+stage code never imports Prefect.
+
+Usage:
+    python -m pipelines flow [--project-dir D] [--stages S ...] [--variant NAME -S key=value ...]
+
+The schedule that re-runs this flow lives in `pipelines/serve.py`.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Prefect starts its usage telemetry when it is imported, so opt out before the first import.
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+import argparse
+import json
+import logging
+import re
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prefect import Task, flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State, TaskRun
+
+from pipelines.layout import Layout
+from pipelines.params import Params, load_params
+
+STAGES = ("train", "evaluate", "video", "report")
+REPORT = Layout().report  # relative to the project dir
+TAIL_LINES = 20
+# DVC's own error lines when another DVC process holds the repo lock or a stage's rwlock.
+LOCK_ERRORS = ("Unable to acquire lock", "is busy, it is being blocked by")
+# OSErrors that a retry cannot fix: the path is wrong, not the disk or the network.
+PERMANENT_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+class StageError(RuntimeError):
+    """A stage failed because of its code, params or data: a retry would fail the same way."""
+
+
+class DvcLockError(RuntimeError):
+    """Another DVC process held a lock DVC needed: worth a retry (repro skips finished stages)."""
+
+
+class RunOutputError(RuntimeError):
+    """A file the stages should have written is missing or not in the expected shape."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether `exc` is I/O that may succeed on a second try (never a stage's own failure)."""
+    if isinstance(exc, PERMANENT_OS_ERRORS):
+        return False
+    return isinstance(exc, DvcLockError | OSError | httpx.TransportError)
+
+
+def retry_on_io(task: Task[..., Any], task_run: TaskRun, state: State) -> bool:
+    """Prefect `retry_condition_fn`: retry transient I/O only.
+
+    Prefect calls it only if it is a plain function (`inspect.isfunction`); a partial or a
+    callable object silently disables the retries.
+    """
+    try:
+        state.result()
+    except Exception as exc:
+        return is_transient(exc)
+    return False
+
+
+def _dvc_env() -> dict[str, str]:
+    """The environment of DVC and the stages it runs.
+
+    The venv's `bin` goes first so `python` in `dvc.yaml` is this interpreter even when the venv
+    is not activated (a served flow); unbuffered so stage lines stream as they are printed.
+    """
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _level(line: str) -> int:
+    """Keep DVC's own error and warning lines visible as such in the run log."""
+    if line.startswith("ERROR:"):
+        return logging.ERROR
+    return logging.WARNING if line.startswith("WARNING:") else logging.INFO
+
+
+def _failure(label: str, code: int, tail: deque[str]) -> Exception:
+    """The exception for a failed DVC command; its type decides whether Prefect retries."""
+    lines = "\n  ".join(tail)
+    if any(line.startswith("ERROR:") and any(m in line for m in LOCK_ERRORS) for line in tail):
+        return DvcLockError(f"{label}: DVC could not take its lock (exit code {code}):\n  {lines}")
+    return StageError(f"{label} failed with exit code {code}; last lines:\n  {lines}")
+
+
+# DVC itself waits 3 s for its lock; then a quick retry for a short `dvc` command, and two
+# longer ones for a concurrent `dvc repro` to finish.
+@task(
+    task_run_name="{label}",
+    retries=3,
+    retry_delay_seconds=[2, 15, 60],
+    retry_condition_fn=retry_on_io,
+    cache_policy=NO_CACHE,  # DVC decides what is stale; no second cache on top
+)
+def run_dvc(project_dir: str, args: list[str], label: str) -> None:
+    """Run `dvc ARGS` in the project, streaming its output into the run log line by line."""
+    logger = get_run_logger()
+    logger.info("$ dvc %s  (in %s)", " ".join(args), project_dir)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    with subprocess.Popen(
+        [sys.executable, "-m", "dvc", *args],
+        cwd=project_dir,
+        env=_dvc_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    ) as process:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            if line := raw.rstrip():
+                tail.append(line)
+                logger.log(_level(line), "%s", line)
+    if process.returncode:
+        raise _failure(label, process.returncode, tail)
+
+
+def _numbers(path: Path) -> dict[str, float]:
+    """One metrics file: a flat JSON object of numbers."""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunOutputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not all(map(_is_number, data.values())):
+        raise RunOutputError(f"{path}: expected a flat JSON object of numbers")
+    return data
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
+def read_metrics(project_dir: str) -> dict[str, dict[str, float]]:
+    """Read every `metrics/*.json` the stages wrote, keyed by file."""
+    files = sorted(Path(project_dir, "metrics").glob("*.json"))
+    if not files:
+        raise RunOutputError(f"no metrics/*.json in {project_dir}: the stages wrote no metrics")
+    return {f"metrics/{path.name}": _numbers(path) for path in files}
+
+
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
+def publish_metrics(metrics: dict[str, dict[str, float]], key: str) -> None:
+    """Publish the metrics as a table artifact, one row per metric."""
+    rows = [
+        {"file": file, "name": name, "value": value}
+        for file, values in metrics.items()
+        for name, value in values.items()
+    ]
+    create_table_artifact(rows, key=key, description="metrics/*.json of this run")
+
+
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
+def publish_report(project_dir: str, key: str) -> None:
+    """Publish the run's Markdown report (its images stay in the project, not in Prefect)."""
+    path = Path(project_dir) / REPORT
+    if not path.is_file():
+        raise RunOutputError(f"{path} is missing: the 'report' stage did not write it")
+    create_markdown_artifact(path.read_text(), key=key, description=f"{REPORT} of this run")
+
+
+def artifact_key(*parts: str) -> str:
+    """An artifact key from free text (Prefect allows lowercase letters, digits and dashes)."""
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+
+
+def select_stages(stages: list[str] | None) -> list[str]:
+    """The requested stages in pipeline order (all by default)."""
+    if stages is None:
+        return list(STAGES)
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown or not stages:
+        raise ValueError(f"stages: got {unknown or stages}, choose from {', '.join(STAGES)}")
+    return [stage for stage in STAGES if stage in stages]
+
+
+def exp_run_args(variant: str, overrides: list[str], stages: list[str]) -> list[str]:
+    """`dvc exp run` arguments: the whole pipeline unless a subset of stages is asked for."""
+    sets = [arg for override in overrides for arg in ("--set-param", override)]
+    targets = [] if stages == list(STAGES) else stages
+    return ["exp", "run", "--name", variant, *sets, *targets]
+
+
+def _project_root(project_dir: str) -> Path:
+    root = Path(project_dir).resolve()
+    if not (root / "dvc.yaml").is_file():
+        raise ValueError(f"{root} has no dvc.yaml: the project dir must be the DVC project root")
+    return root
+
+
+@flow(name="experiment")
+def experiment_flow(
+    project_dir: str = ".",
+    stages: list[str] | None = None,
+    variant: str | None = None,
+    overrides: list[str] | None = None,
+) -> dict[str, Any]:
+    """Run the experiment's stages through DVC, then publish its metrics and report.
+
+    Default: one task per stage, `dvc repro <stage>` in pipeline order (each is a no-op when
+    DVC finds nothing changed). A named `variant` is one task, `dvc exp run --name VARIANT
+    --set-param OVERRIDE ... [stages]`: one experiment is one DVC commit, so per-stage tasks
+    would make one experiment per stage (and the second `--name` conflicts). Like `dvc exp run`
+    by hand, it leaves the variant in the workspace (params.yaml carries the overrides; dvc.lock
+    and outputs are the variant's), which is where the published artifacts come from; `git
+    checkout params.yaml dvc.lock && dvc checkout` returns to the committed experiment.
+    """
+    root = _project_root(project_dir)
+    name = load_params(root / "params.yaml").name
+    selected = select_stages(stages)
+    if variant is None:
+        if overrides:
+            raise ValueError("overrides need a variant name (dvc exp run --name)")
+        for stage in selected:
+            run_dvc(str(root), ["repro", stage], label=stage)
+    else:
+        run_dvc(str(root), exp_run_args(variant, overrides or [], selected), f"exp-{variant}")
+        get_run_logger().warning(
+            "the workspace now holds variant %r, params.yaml included; "
+            "`git checkout params.yaml dvc.lock && dvc checkout` restores the committed one",
+            variant,
+        )
+    metrics = read_metrics(str(root))
+    keys = {"metrics": artifact_key(name, variant or "", "metrics")}
+    publish_metrics(metrics, keys["metrics"])
+    if "report" in selected:
+        keys["report"] = artifact_key(name, variant or "", "report")
+        publish_report(str(root), keys["report"])
+    return {"experiment": name, "variant": variant, "metrics": metrics, "artifacts": keys}
+
+
+def _flow_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipelines flow", description=__doc__)
+    parser.add_argument("--project-dir", default=".", help="the DVC project root (default .)")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, help="default: all, in order")
+    parser.add_argument("--variant", help="run as the DVC experiment NAME (dvc exp run)")
+    parser.add_argument(
+        "-S", "--set-param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a param for the variant (dvc exp run -S); needs --variant",
+    )  # fmt: skip
+    return parser
+
+
+def checked_params(project_dir: str | Path, params_path: Path | None = None) -> Params | None:
+    """Check the project before paying for Prefect's start-up; print the problem if any."""
+    try:
+        root = _project_root(str(project_dir))
+        return load_params(params_path or root / "params.yaml")
+    except ValueError as exc:  # ParamsError included
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def flow_main(argv: list[str] | None = None) -> int:
+    """`python -m pipelines flow`: run the experiment flow once."""
+    parser = _flow_parser()
+    args = parser.parse_args(argv)
+    if args.overrides and not args.variant:
+        parser.error("-S/--set-param needs --variant NAME (the DVC experiment to create)")
+    if checked_params(args.project_dir) is None:
+        return 2
+    state = experiment_flow(
+        project_dir=args.project_dir,
+        stages=args.stages,
+        variant=args.variant,
+        overrides=args.overrides,
+        return_state=True,
+    )
+    result = state.result(raise_on_failure=False)
+    if not state.is_completed():
+        print(f"error: {result}", file=sys.stderr)
+        return 1
+    for file, values in result["metrics"].items():
+        print("  ".join([file, *(f"{name}={value:g}" for name, value in values.items())]))
+    return 0

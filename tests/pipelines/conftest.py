@@ -1,0 +1,25 @@
+"""One throwaway Prefect server for every pipelines test that needs one (it costs 13-25 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url() -> Iterator[str]:
+    """Run the session's Prefect calls against a temporary server and SQLite file; yield its URL."""
+    if importlib.util.find_spec("prefect") is None:
+        pytest.skip("prefect is not installed (pip install -e .)")
+    # Before the first `import prefect`: no telemetry, and patience with slow CI machines.
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()
