@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pipelines.files import write_json
+from pipelines.files import require, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.envs import make_env
@@ -22,11 +22,7 @@ def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = layout or Layout()
     configure_cpu(params.runtime.threads)
     cfg = params.experiment()
-    if not layout.final_checkpoint.is_file():
-        raise FileNotFoundError(
-            f"{layout.final_checkpoint} is missing: run the `train` stage first"
-        )
-    policy = load_trained_policy(cfg, layout.final_checkpoint)
+    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
     ev = params.evaluation
     env = make_env(cfg.env, num_envs=ev.episodes)
     print(f"[evaluate] {ev.episodes} episodes of {cfg.env.name}, seed {ev.seed}", flush=True)

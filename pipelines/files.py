@@ -35,11 +35,15 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def read_json(path: Path, produced_by: str) -> dict[str, Any]:
-    """Read a stage input, saying which stage makes it when it is missing."""
+def require(path: Path, produced_by: str) -> Path:
+    """A stage input; when missing, the error says which stage makes it."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run the `{produced_by}` stage first")
-    return json.loads(path.read_text())
+    return path
+
+
+def read_json(path: Path, produced_by: str) -> dict[str, Any]:
+    return json.loads(require(path, produced_by).read_text())
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
@@ -50,7 +54,5 @@ def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]
 
 
 def read_csv(path: Path, produced_by: str) -> list[dict[str, float]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run the `{produced_by}` stage first")
-    with path.open(newline="") as handle:
+    with require(path, produced_by).open(newline="") as handle:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]

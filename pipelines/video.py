@@ -9,7 +9,7 @@ import imageio.v2 as imageio
 import numpy as np
 import torch
 
-from pipelines.files import atomic_path, write_json
+from pipelines.files import atomic_path, require, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.envs import make_env
@@ -50,11 +50,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = layout or Layout()
     configure_cpu(params.runtime.threads)
     cfg, vp = params.experiment(), params.video
-    if not layout.final_checkpoint.is_file():
-        raise FileNotFoundError(
-            f"{layout.final_checkpoint} is missing: run the `train` stage first"
-        )
-    policy = load_trained_policy(cfg, layout.final_checkpoint)
+    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
     env = make_env(cfg.env, num_envs=vp.episodes)
     max_steps = vp.max_steps or env.max_episode_steps
     obs = env.reset(seed=vp.seed)
