@@ -13,13 +13,20 @@ Parts (`--parts`, default all), each timed at every N of `--sizes`:
 - act: `policy.act(obs[:, t])` under `torch.inference_mode()` with the task preset's policy;
 - collector: `SyncCollector.collect()` (N*T steps per call) and its overhead ratio
   `collector_sps / (N / (t_env_step + t_policy_act))` (1.0 = no overhead; target >= 0.9);
+- bare: the collector's loop with nothing but `policy.act` and `env.step` into the same
+  rollout slots (no copies, no episode tracking, no bootstrap values); `coll/bare` is
+  collector SPS over bare-loop SPS, the collector's own overhead measured directly. The gap
+  between `bare` and the ideal is the cost of alternating two code bodies: on the 2-core
+  AMD EPYC this was measured on, an elementwise op's first call after an MKL GEMM costs
+  3-10x its steady-state time, which inflates the env step ~2x when it follows a policy
+  forward (see the README's Benchmarks section);
 - train: one full `Trainer` iteration (collect + PPO update + obs-norm update) with the
   preset's config, `env.num_envs = N`, evaluation off; T is the preset's `trainer.num_steps`
   unless `--train-num-steps` is given;
 - gym (cartpole only): Gymnasium's numpy `CartPoleVectorEnv` stepped with random numpy
   actions, and the env-only ratio ours / gymnasium (target >= 1 at N = 4096).
 
-env, act, collector and gym are timed alternately within every repetition (so the ratios
+env, act, collector, bare and gym are timed alternately within every repetition (so the ratios
 between them see the same background load); each repetition of each repeats its call for at
 least `--min-rep-s`. train runs afterwards, one iteration per repetition.
 """
@@ -52,8 +59,8 @@ from rlcore.envs import ENVS, BatchedEnv, EnvConfig, make_env
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 from rlcore.trainer import Trainer
 
-PARTS = ("env", "act", "collector", "train", "gym")
-PRESET_PARTS = {"act", "collector", "train"}
+PARTS = ("env", "act", "collector", "bare", "train", "gym")
+PRESET_PARTS = {"act", "collector", "bare", "train"}
 TARGET_N = 4096
 TARGET_COLLECTOR_RATIO = 0.9
 TARGET_GYM_RATIO = 1.0
@@ -117,7 +124,8 @@ def experiment(
 
 
 def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callable[[], object]]:
-    """T `policy.act` calls on the rollout's observation views, and one `collect()` call."""
+    """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
+    the bare act + step loop (its own env, policy weights and rollout layout)."""
     trainer = Trainer(experiment(base, n, t, reps=0))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
@@ -129,7 +137,19 @@ def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callabl
         for step in range(t):
             policy.act(obs[:, step], gen)
 
-    return {"act": acts, "collector": collector.collect}
+    bare_trainer = Trainer(experiment(base, n, t, reps=0))
+    bare_trainer.policy.load_state_dict(policy.state_dict())
+    bare_env, bare_policy = bare_trainer.env, bare_trainer.policy
+    bare_obs, bare_slots = bare_trainer.rollout[OBS], step_slots(bare_trainer.rollout)
+    bare_obs[:, 0] = bare_env.reset(seed=0)
+
+    @torch.inference_mode()
+    def bare() -> None:
+        for step, slot in enumerate(bare_slots):
+            bare_env.step(bare_policy.act(bare_obs[:, step], gen).action, slot)
+        bare_obs[:, 0] = bare_obs[:, -1]
+
+    return {"act": acts, "collector": collector.collect, "bare": bare}
 
 
 def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -172,7 +192,7 @@ def run_size(
     close: Callable[[], None] | None = None
     if "env" in parts:
         fns["env"] = env_sweep(task, n, t)
-    if base is not None and parts & {"act", "collector"}:
+    if base is not None and parts & {"act", "collector", "bare"}:
         fns |= {k: f for k, f in act_and_collect(base, n, t).items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
@@ -191,6 +211,12 @@ def run_size(
         if "env_step_s" in row and "act_s" in row:
             row["ideal_sps"] = n / (row["env_step_s"] + row["act_s"])
             row["collector_ratio"] = row["collector_sps"] / row["ideal_sps"]
+    if "bare" in timings:
+        row["bare_sps"] = sps["bare"]
+        if "collector_sps" in row:
+            row["collector_over_bare"] = row["collector_sps"] / row["bare_sps"]
+        if "ideal_sps" in row:
+            row["bare_ratio"] = row["bare_sps"] / row["ideal_sps"]
     if "gym" in timings:
         row["gym_sps"] = sps["gym"]
         if "env_sps" in row:
@@ -207,6 +233,9 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("act_sps", "act SPS", ",.0f"),
     ("collector_sps", "collector SPS", ",.0f"),
     ("collector_ratio", "coll/ideal", ".3f"),
+    ("bare_sps", "bare SPS", ",.0f"),
+    ("bare_ratio", "bare/ideal", ".3f"),
+    ("collector_over_bare", "coll/bare", ".3f"),
     ("train_T", "train T", "d"),
     ("train_sps", "train SPS", ",.0f"),
     ("train_collect_s", "collect s", ".4f"),
@@ -261,7 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     parts = set(args.parts)
     print(
         f"T = {args.num_steps} for env/act/collector; device cpu; SPS = env steps (all N "
-        "instances) per second; coll/ideal = collector SPS / (N / (t_env_step + t_act))"
+        "instances) per second; coll/ideal = collector SPS / (N / (t_env_step + t_act)); "
+        "bare = act + env.step only, no collector bookkeeping"
     )
     rows: list[dict[str, Any]] = []
     for task in args.envs:
