@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rlcore.algos.config import PPOConfig
+from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 
 DEFAULT_PATH = Path("params.yaml")
@@ -33,10 +33,11 @@ class _Section(BaseModel):
 
 
 class AlgorithmParams(_Section):
-    """Which algorithm trains the policy, and its settings."""
+    """Which algorithm trains the policy, and its settings (only `name`'s section is used)."""
 
-    name: Literal["ppo"] = "ppo"
+    name: Literal["ppo", "grpo"] = "ppo"
     ppo: PPOConfig = Field(default_factory=PPOConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
 
 
 class RuntimeParams(_Section):
@@ -92,7 +93,12 @@ class Params(_Section):
     def experiment(self) -> ExperimentConfig:
         """The rlcore configuration of the training run (its hash guards checkpoints)."""
         return ExperimentConfig(
-            env=self.env, policy=self.policy, ppo=self.algorithm.ppo, trainer=self.trainer
+            env=self.env,
+            policy=self.policy,
+            ppo=self.algorithm.ppo,
+            trainer=self.trainer,
+            algorithm=self.algorithm.name,
+            grpo=self.algorithm.grpo,
         )
 
 
@@ -125,9 +131,18 @@ def parse_params(data: object, path: Path = DEFAULT_PATH) -> Params:
     if not isinstance(data, dict):
         raise ParamsError(path, [f"<top level>: must be a mapping, got {type(data).__name__}"])
     try:
-        return Params.model_validate(data)
+        params = Params.model_validate(data)
     except ValidationError as exc:
         raise ParamsError(path, describe_errors(exc)) from None
+    try:  # rules that span sections, e.g. grpo.group_size must divide env.num_envs
+        params.experiment()
+    except ValueError as exc:
+        match = _LIBRARY_MESSAGE.match(str(exc))
+        if match is None:
+            raise ParamsError(path, [str(exc)]) from None
+        section, field, message = match.groups()
+        raise ParamsError(path, [f"algorithm.{section}.{field}: {message}"]) from None
+    return params
 
 
 def load_params(path: str | Path = DEFAULT_PATH) -> Params:

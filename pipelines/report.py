@@ -46,19 +46,39 @@ def _table(metrics: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def _algorithm_line(params: Params) -> str:
+    if params.algorithm.name == "grpo":
+        grpo = params.algorithm.grpo
+        return (
+            f"GRPO (groups of {grpo.group_size}, {grpo.episode_mode}, "
+            f"KL coefficient {grpo.kl_coef:g})"
+        )
+    return "PPO"
+
+
+def _optimizer_line(params: Params) -> str:
+    algo = params.algorithm
+    cfg = algo.grpo if algo.name == "grpo" else algo.ppo
+    line = (
+        f"lr {cfg.lr:g} ({cfg.lr_schedule}), {cfg.num_epochs} epochs x "
+        f"{cfg.num_minibatches} minibatches, gamma {cfg.gamma:g}"
+    )
+    if algo.name == "ppo":
+        line += f", GAE lambda {algo.ppo.gae_lambda:g}"
+    return f"{line}, clip {cfg.clip_eps:g}"
+
+
 def render_report(params: Params, layout: Layout) -> str:
     """The page's Markdown (the curve PNG must be written beside it)."""
     train = read_json(layout.train_metrics, "train")
     evaluation = read_json(layout.eval_metrics, "evaluate")
-    ppo, env, trainer = params.algorithm.ppo, params.env, params.trainer
+    env, trainer = params.env, params.trainer
     video = os.path.relpath(layout.video, layout.report_dir)
     return f"""# {params.name}
 
-PPO on `{env.name}`: {env.num_envs} envs x {trainer.num_steps} steps per rollout,
-{trainer.total_env_steps:,} env steps budget, seed {trainer.seed}; policy
-{list(params.policy.hidden_sizes)} {params.policy.activation}; lr {ppo.lr:g}
-({ppo.lr_schedule}), {ppo.num_epochs} epochs x {ppo.num_minibatches} minibatches,
-gamma {ppo.gamma:g}, GAE lambda {ppo.gae_lambda:g}, clip {ppo.clip_eps:g}.
+{_algorithm_line(params)} on `{env.name}`: {env.num_envs} envs x {trainer.num_steps} steps
+per rollout, {trainer.total_env_steps:,} env steps budget, seed {trainer.seed}; policy
+{list(params.policy.hidden_sizes)} {params.policy.activation}; {_optimizer_line(params)}.
 
 ## Evaluation
 

@@ -34,3 +34,53 @@ def compute_gae(
     advantage_out[:, -1] = delta[:, -1]
     for t in range(num_steps - 2, -1, -1):
         torch.addcmul(delta[:, t], decay[:, t], advantage_out[:, t + 1], out=advantage_out[:, t])
+
+
+def discounted_returns(
+    reward: torch.Tensor, done: torch.Tensor, gamma: float, returns_out: torch.Tensor
+) -> None:
+    """Write step-wise discounted returns-to-go, cut at episode ends, into `returns_out`.
+
+    `G_t = r_t + gamma * G_{t+1}` within an episode and `G_t = r_t` where `done_t`; the last
+    step of the rollout is `G_{T-1} = r_{T-1}` (no critic, so nothing to bootstrap with).
+
+    Shape:
+        reward, done, returns_out: [N, T]
+    """
+    decay = (~done).float().mul_(gamma)
+    returns_out[:, -1] = reward[:, -1]
+    for t in range(reward.shape[1] - 2, -1, -1):
+        torch.addcmul(reward[:, t], decay[:, t], returns_out[:, t + 1], out=returns_out[:, t])
+
+
+def group_normalize(
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    group_size: int,
+    eps: float,
+    advantage_out: torch.Tensor,
+) -> float:
+    """Write masked group-normalised advantages; return the mean within-group return std.
+
+    Envs `[kG, (k+1)G)` form group k. At every step, the mean and (unbiased) std are taken
+    over the group's members with `mask` set, and `A = (G - mean) / (std + eps)` for them;
+    masked members get 0, and so does a lone unmasked member (nothing to compare with).
+    The returned figure averages the std over (group, step) cells with >= 2 members.
+
+    Shape:
+        returns, mask, advantage_out: [N, T] with N divisible by `group_size`
+    """
+    num_envs, num_steps = returns.shape
+    shape = (num_envs // group_size, group_size, num_steps)
+    m = mask.view(shape)
+    # `where`, not a product with the mask: masked returns may be anything, even NaN.
+    g = torch.where(m, returns.view(shape), 0.0)
+    count = m.sum(1, keepdim=True, dtype=g.dtype)
+    mean = g.sum(1, keepdim=True) / count.clamp_min(1.0)
+    deviation = (g - mean).masked_fill_(~m, 0.0)
+    std = (deviation.square().sum(1, keepdim=True) / (count - 1.0).clamp_min(1.0)).sqrt_()
+    torch.div(deviation, std + eps, out=advantage_out.view(shape))
+    compared = count >= 2
+    if not compared.any():
+        return 0.0
+    return std[compared].mean().item()

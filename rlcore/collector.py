@@ -13,6 +13,7 @@ from rlcore.rollout import (
     ACTION,
     DONE,
     FINAL_VALUE,
+    MASK,
     OBS,
     SAMPLE_LOG_PROB,
     SUCCESS,
@@ -49,6 +50,29 @@ class EpisodeStats:
 
 
 @dataclass(frozen=True)
+class GroupEpisodes:
+    """How a critic-free collector groups episodes for GRPO.
+
+    Envs `[kG, (k+1)G)` form group k and are always reset together from one shared sampled
+    state. A member's transitions are in the loss (`mask`) from its group's reset up to and
+    including its own `done`; after that it is masked until the group resets again. With
+    `restart_groups` that happens as soon as every member is done; without it, only at the
+    next rollout (the seed's `truncate_at_first_done`), which then needs
+    `reset_every_rollout`.
+    """
+
+    group_size: int
+    restart_groups: bool = True
+    reset_every_rollout: bool = True
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
+        if not (self.restart_groups or self.reset_every_rollout):
+            raise ValueError("first-episode-only collection needs reset_every_rollout")
+
+
+@dataclass(frozen=True)
 class _PolicyViews:
     """Views of the rollout at step t that the policy's outputs are copied into."""
 
@@ -77,6 +101,7 @@ class SyncCollector:
     critic); the env writes its own step fields into the same storage via `StepSlot` views.
     `final_value[:, t]` is V(true final obs) for transitions truncated (and not terminated)
     at t, and 0 elsewhere; `value[:, T]` is the bootstrap value of the last observation.
+    With `groups` (GRPO) it also writes `mask` and resets groups together (`GroupEpisodes`).
     """
 
     def __init__(
@@ -85,6 +110,7 @@ class SyncCollector:
         policy: Actor,
         rollout: TensorDict,
         generator: torch.Generator,
+        groups: GroupEpisodes | None = None,
     ) -> None:
         if policy.obs_dim != env.obs_dim:
             raise ValueError(
@@ -101,7 +127,18 @@ class SyncCollector:
                 "the rollout must hold `value` exactly when the policy has a critic "
                 f"(rollout: {self._with_value}, policy: {policy.has_critic})"
             )
+        if (groups is not None) != (MASK in rollout):
+            raise ValueError(
+                "the rollout must hold `mask` exactly when episodes are grouped "
+                f"(rollout: {MASK in rollout}, groups: {groups is not None})"
+            )
+        if groups is not None and env.num_envs % groups.group_size != 0:
+            raise ValueError(
+                f"group_size must divide the number of envs ({env.num_envs}), "
+                f"got {groups.group_size}"
+            )
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
+        self.groups = groups
         self._slots = step_slots(rollout)
         self._obs_at_end = False
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
@@ -112,19 +149,27 @@ class SyncCollector:
         self._running = torch.zeros(2, n, device=dev)
         self._running_at = torch.zeros(horizon, 2, n, device=dev)
         self._one = torch.ones((), device=dev)
+        # Grouped episodes: members whose group episode ended and who wait for their group.
+        self._waiting = torch.zeros(n, dtype=torch.bool, device=dev)
+        if groups is not None:
+            self._group_offsets = torch.arange(groups.group_size, device=dev)
 
     def reset(self, seed: int | None = None) -> None:
-        """Reset every env (seeded) and start fresh episodes."""
-        self.rollout[OBS][:, 0] = self.env.reset(seed=seed)
+        """Reset every env (seeded; by groups if grouped) and start fresh episodes."""
+        group_size = 1 if self.groups is None else self.groups.group_size
+        self.rollout[OBS][:, 0] = self.env.reset(seed=seed, group_size=group_size)
         self._obs_at_end = False
         self._running.zero_()
+        self._waiting.zero_()
 
     @torch.inference_mode()
     def collect(self) -> EpisodeStats:
         """Fill the rollout with T fresh transitions and return the episodes that ended."""
         ro, policy, env = self.rollout, self.policy, self.env
-        obs = ro[OBS]
-        if self._obs_at_end:
+        obs, groups = ro[OBS], self.groups
+        if groups is not None and groups.reset_every_rollout:
+            self.reset()
+        elif self._obs_at_end:
             obs[:, 0] = obs[:, -1]
         if self._with_value:
             ro[FINAL_VALUE].zero_()
@@ -134,6 +179,8 @@ class SyncCollector:
             views.log_prob.copy_(out.log_prob)
             env.step(out.action, slot)
             self._track_episodes(t, slot.reward, slot.done)
+            if groups is not None:
+                self._group_step(t, slot.done, slot.next_obs)
             if self._with_value:
                 views.value.copy_(out.value)
                 # Only time-limit ends are bootstrapped; a rare event, so evaluate the critic
@@ -154,9 +201,30 @@ class SyncCollector:
         self._running_at[t].copy_(self._running)
         self._running.masked_fill_(done, 0.0)
 
+    def _group_step(self, t: int, done: torch.Tensor, next_obs: torch.Tensor) -> None:
+        """Write `mask[:, t]`, then reset every group whose members are all done."""
+        assert self.groups is not None
+        torch.logical_not(self._waiting, out=self.rollout[MASK][:, t])
+        self._waiting.logical_or_(done)
+        if not self.groups.restart_groups:
+            return
+        size = self.groups.group_size
+        finished = self._waiting.view(-1, size).all(1)
+        if not finished.any():  # a host check, like the env's own auto-reset on CPU
+            return
+        ids = (finished.nonzero() * size + self._group_offsets).reshape(-1)
+        next_obs[ids] = self.env.reset(env_ids=ids, group_size=size)[ids]
+        self._waiting[ids] = False
+        self._running[:, ids] = 0.0  # the members' cut solo episodes are not counted
+
     def _finished_episodes(self) -> EpisodeStats:
-        """Return, length (and success) of every episode that ended in this rollout."""
+        """Return, length (and success) of every episode that ended in this rollout.
+
+        Grouped collection counts only episodes inside the loss mask (group episodes).
+        """
         done = self.rollout[DONE][:, :-1].T  # [T, N], contiguous in this layout
+        if MASK in self.rollout:
+            done = done & self.rollout[MASK][:, :-1].T
         success = self.rollout.get(SUCCESS, None)
         return EpisodeStats(
             returns=self._running_at[:, 0][done],
@@ -167,9 +235,14 @@ class SyncCollector:
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The current observation and the running episode sums (for exact resume)."""
         current = self.rollout[OBS][:, -1 if self._obs_at_end else 0]
-        return {"obs": current.clone(), "episodes": self._running.clone()}
+        return {
+            "obs": current.clone(),
+            "episodes": self._running.clone(),
+            "waiting": self._waiting.clone(),
+        }
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.rollout[OBS][:, 0] = state["obs"]
         self._obs_at_end = False
         self._running.copy_(state["episodes"])
+        self._waiting.copy_(state["waiting"])

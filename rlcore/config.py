@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcore.algos.config import PPOConfig
+from rlcore.algos.config import GRPOConfig, PPOConfig
 
+ALGORITHM_NAMES = ("ppo", "grpo")
 ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
@@ -25,7 +26,6 @@ class EnvConfig:
     name: str = "cartpole"
     num_envs: int = 64
     device: str = "cpu"
-    group_size: int = 1
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -33,11 +33,6 @@ class EnvConfig:
             raise ValueError(f"env.name must be one of {sorted(ENV_NAMES)}, got {self.name!r}")
         if self.num_envs <= 0:
             raise ValueError(f"env.num_envs must be a positive integer, got {self.num_envs}")
-        if self.group_size <= 0 or self.num_envs % self.group_size != 0:
-            raise ValueError(
-                f"env.group_size must be a positive divisor of env.num_envs ({self.num_envs}), "
-                f"got {self.group_size}"
-            )
         if not _DEVICE.match(self.device):
             raise ValueError(
                 f"env.device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', "
@@ -88,12 +83,34 @@ class TrainerConfig:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """Everything one training run needs; its hash guards resumption."""
+    """Everything one training run needs; its hash guards resumption.
+
+    `algorithm` picks which of the `ppo` / `grpo` sections trains the policy (PPO with an
+    actor-critic policy, GRPO with an actor-only one).
+    """
 
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    algorithm: str = "ppo"
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHM_NAMES:
+            raise ValueError(
+                f"algorithm must be one of {sorted(ALGORITHM_NAMES)}, got {self.algorithm!r}"
+            )
+        if self.algorithm == "grpo" and self.env.num_envs % self.grpo.group_size != 0:
+            raise ValueError(
+                f"grpo.group_size must divide env.num_envs ({self.env.num_envs}), "
+                f"got {self.grpo.group_size}"
+            )
+
+    @property
+    def with_critic(self) -> bool:
+        """Whether the policy has a critic: PPO learns one, GRPO is critic-free."""
+        return self.algorithm == "ppo"
 
     @property
     def steps_per_iter(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlcore.algos.config import PPOConfig
+from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 
 # ReLU rather than tanh: on CPU torch's tanh kernel is ~20x slower than ReLU at these sizes,
@@ -39,8 +39,40 @@ PRESETS: dict[str, ExperimentConfig] = {
 }
 
 
-def preset(name: str) -> ExperimentConfig:
-    """Return the tuned configuration of a builtin task."""
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
-    return PRESETS[name]
+# GRPO: critic-free, groups of 4 envs sharing each start. Rollouts are as long as an episode
+# can be (CartPole's 500-step limit is cut at 256: the same cut for every member keeps the
+# group comparison fair), since without a critic nothing bootstraps past the rollout's end.
+GRPO_PRESETS: dict[str, ExperimentConfig] = {
+    "cartpole": ExperimentConfig(
+        env=EnvConfig("cartpole", num_envs=32),
+        policy=PolicyConfig(hidden_sizes=(64, 64), activation="relu"),
+        trainer=TrainerConfig(
+            total_env_steps=400_000, num_steps=256, eval_every_iters=2, stop_at_eval_return=475
+        ),
+        algorithm="grpo",
+        grpo=GRPOConfig(group_size=4, lr=1e-3, num_epochs=5, num_minibatches=4),
+    ),
+    "push_cube": ExperimentConfig(
+        env=EnvConfig("push_cube", num_envs=64),
+        policy=PolicyConfig(activation="relu", normalize_obs=True, init_log_std=-0.5),
+        trainer=TrainerConfig(
+            total_env_steps=3_000_000,
+            num_steps=100,
+            eval_every_iters=3,
+            eval_episodes=64,
+            stop_at_eval_success=0.9,
+        ),
+        algorithm="grpo",
+        grpo=GRPOConfig(group_size=4, lr=1e-3, reward_scale=0.1, num_epochs=10, num_minibatches=8),
+    ),
+}
+
+
+def preset(name: str, algorithm: str = "ppo") -> ExperimentConfig:
+    """Return the tuned configuration of a builtin task for `algorithm` (ppo or grpo)."""
+    table = GRPO_PRESETS if algorithm == "grpo" else PRESETS
+    if algorithm not in ("ppo", "grpo"):
+        raise ValueError(f"algorithm must be 'ppo' or 'grpo', got {algorithm!r}")
+    if name not in table:
+        raise ValueError(f"{algorithm} preset must be one of {sorted(table)}, got {name!r}")
+    return table[name]

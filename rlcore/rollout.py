@@ -14,6 +14,8 @@ Layout (N envs, T steps; all on the training device):
 | `success`         | [N, T+1]           | bool    | padding   | env (if it reports it)  |
 | `advantage`       | [N, T+1]           | float32 | padding   | algorithm, in place     |
 | `value_target`    | [N, T+1]           | float32 | padding   | algorithm (critic only) |
+| `mask`            | [N, T+1]           | bool    | padding   | collector (GRPO only)   |
+| `ref_log_prob`    | [N, T+1]           | float32 | padding   | algorithm (GRPO only)   |
 
 `final_value[:, t]` is V(true final observation) for a transition truncated (and not
 terminated) at t, and 0 elsewhere: PPO bootstraps time-limit ends with it, exactly.
@@ -25,6 +27,10 @@ touch one cache line per env, which measured ~10x slower at N = 4096 on CPU).
 
 Algorithms read transitions only through `transition_view()`, which drops index T from every
 key: a view, never a copy.
+
+`mask[:, t]` says whether transition t belongs to an episode that reaches GRPO's loss (its
+group's current episode); a critic-free rollout has it and no `value`, `final_value` or
+`value_target`.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ TRUNCATED = "truncated"
 SUCCESS = "success"
 ADVANTAGE = "advantage"
 VALUE_TARGET = "value_target"
+MASK = "mask"
+REF_LOG_PROB = "ref_log_prob"
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,12 @@ class RolloutSpec:
     with_value: bool
     with_success: bool
     device: torch.device
+    with_mask: bool = False
 
     @staticmethod
-    def for_env(env: BatchedEnv, num_steps: int, with_value: bool) -> RolloutSpec:
+    def for_env(
+        env: BatchedEnv, num_steps: int, with_value: bool, with_mask: bool = False
+    ) -> RolloutSpec:
         """The rollout an env needs: action dtype/shape from its action space, success flag."""
         discrete = isinstance(env.action_space, spaces.Discrete)
         return RolloutSpec(
@@ -77,6 +88,7 @@ class RolloutSpec:
             with_value=with_value,
             with_success=env.has_success,
             device=env.device,
+            with_mask=with_mask,
         )
 
     def __post_init__(self) -> None:
@@ -110,6 +122,8 @@ def make_rollout(spec: RolloutSpec) -> TensorDict:
         fields |= {VALUE: scalar(), FINAL_VALUE: scalar(), VALUE_TARGET: scalar()}
     if spec.with_success:
         fields[SUCCESS] = scalar(torch.bool)
+    if spec.with_mask:
+        fields |= {MASK: scalar(torch.bool), REF_LOG_PROB: scalar()}
     return TensorDict(fields, batch_size=[n, t1], device=dev)
 
 

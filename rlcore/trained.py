@@ -29,7 +29,7 @@ def load_trained_policy(
             f"{state['config_hash']}, expected {expected}): retrain with this configuration"
         )
     probe = make_env(cfg.env, num_envs=1)
-    # The Trainer builds actor-critics for PPO; the critic is loaded and simply not used.
-    policy = make_policy(probe.obs_dim, probe.action_space, cfg.policy, with_critic=True)
+    # PPO's critic is loaded with the actor and simply not used.
+    policy = make_policy(probe.obs_dim, probe.action_space, cfg.policy, cfg.with_critic)
     policy.load_state_dict(state["policy"])
     return policy.to(device).eval()

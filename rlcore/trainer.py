@@ -11,10 +11,11 @@ from typing import Any
 
 import torch
 
-from rlcore.algos.base import NonFiniteError
+from rlcore.algos.base import Algorithm, NonFiniteError
+from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
-from rlcore.collector import SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.evaluate import evaluate
@@ -45,18 +46,32 @@ class Trainer:
         self.env = make_env(cfg.env)
         self.eval_env = make_env(cfg.env, num_envs=tc.eval_episodes)
         device = self.env.device
+        grpo = not cfg.with_critic
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
             self.policy = make_policy(
-                self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=PPO.needs_value
+                self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=not grpo
             ).to(device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(tc.seed + 1)
-        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=PPO.needs_value)
+        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=not grpo, with_mask=grpo)
         self.rollout = make_rollout(spec)
-        self.collector = SyncCollector(self.env, self.policy, self.rollout, self.generator)
-        self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)
+        groups = None
+        if grpo:
+            groups = GroupEpisodes(
+                cfg.grpo.group_size,
+                restart_groups=cfg.grpo.episode_mode == "restart_groups",
+                reset_every_rollout=cfg.grpo.reset_every_rollout,
+            )
+        self.collector = SyncCollector(
+            self.env, self.policy, self.rollout, self.generator, groups=groups
+        )
+        self.algo: Algorithm
+        if grpo:
+            self.algo = GRPO(self.policy, cfg.grpo, cfg.total_iters, self.generator)
+        else:
+            self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)
         self.iteration = 0
         self.collector.reset(seed=tc.seed)
         self.last_eval: dict[str, float] = {}

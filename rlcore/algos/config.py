@@ -1,14 +1,41 @@
-"""PPO's configuration, apart from the algorithm so that reading it needs no tensordict."""
+"""The algorithms' configurations, apart from them so that reading one needs no tensordict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
 # cost more in per-chunk overhead than in compute on CPU (1024: +20-30% update time).
 MIN_AUTO_MICROBATCH = 2048
+
+Check = Callable[[bool, str, str], None]
+
+
+def _checker(section: str, config: Any) -> Check:
+    """`check(ok, field, allowed)` raising "section.field must be allowed, got value"."""
+
+    def check(ok: bool, field: str, allowed: str) -> None:
+        if not ok:
+            raise ValueError(f"{section}.{field} must be {allowed}, got {getattr(config, field)!r}")
+
+    return check
+
+
+def _check_optimization(check: Check, cfg: Any) -> None:
+    """The rules PPO and GRPO share: step sizes, epochs, minibatches, micro-batches."""
+    check(cfg.max_grad_norm is None or cfg.max_grad_norm > 0, "max_grad_norm", "> 0 or null")
+    check(cfg.lr > 0, "lr", "> 0")
+    check(cfg.num_epochs >= 1, "num_epochs", ">= 1")
+    check(cfg.num_minibatches >= 1, "num_minibatches", ">= 1")
+    mb = cfg.microbatch_size
+    check(
+        mb is None or mb == "auto" or (type(mb) is int and mb >= 1),
+        "microbatch_size",
+        "an int >= 1, 'auto' or null (null: the whole minibatch at once)",
+    )
 
 
 @dataclass(frozen=True)
@@ -32,10 +59,8 @@ class PPOConfig:
     adam_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        def check(ok: bool, field: str, allowed: str) -> None:
-            if not ok:
-                raise ValueError(f"ppo.{field} must be {allowed}, got {getattr(self, field)!r}")
-
+        check = _checker("ppo", self)
+        _check_optimization(check, self)
         check(0.0 < self.gamma <= 1.0, "gamma", "in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", "in [0, 1]")
         check(self.reward_scale > 0, "reward_scale", "> 0")
@@ -45,16 +70,59 @@ class PPOConfig:
         )
         check(self.ent_coef >= 0, "ent_coef", ">= 0")
         check(self.vf_coef >= 0, "vf_coef", ">= 0")
-        check(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm", "> 0 or null")
-        check(self.lr > 0, "lr", "> 0")
         check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"one of {LR_SCHEDULES}")
         check(self.desired_kl > 0, "desired_kl", "> 0")
         check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
-        check(self.num_epochs >= 1, "num_epochs", ">= 1")
-        check(self.num_minibatches >= 1, "num_minibatches", ">= 1")
-        mb = self.microbatch_size
+
+
+EPISODE_MODES = ("restart_groups", "first_done")
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Critic-free GRPO: step-wise returns normalised within groups of envs sharing a start.
+
+    `episode_mode`:
+      - "restart_groups": a group is reset together, from one new shared state, as soon as
+        all its members are done; a member that finished early is masked out of the loss
+        until then, so every episode that reaches the loss is a complete group sample
+        (or, for the last one, cut by the rollout's end at the same step for every member).
+      - "first_done": the seed's `truncate_at_first_done`: only each env's first episode of
+        the rollout counts; everything after it is masked (needs `reset_every_rollout`).
+    """
+
+    group_size: int = 4
+    gamma: float = 0.99
+    reward_scale: float = 1.0
+    eps: float = 1e-8
+    clip_eps: float = 0.2
+    ent_coef: float = 0.0
+    kl_coef: float = 0.0
+    max_grad_norm: float | None = 0.5
+    lr: float = 3e-4
+    lr_schedule: str = "constant"
+    num_epochs: int = 10
+    num_minibatches: int = 4
+    microbatch_size: int | Literal["auto"] | None = "auto"
+    adam_eps: float = 1e-5
+    reset_every_rollout: bool = True
+    episode_mode: str = "restart_groups"
+
+    def __post_init__(self) -> None:
+        check = _checker("grpo", self)
+        _check_optimization(check, self)
+        check(type(self.group_size) is int and self.group_size >= 2, "group_size", "an int >= 2")
+        check(0.0 < self.gamma <= 1.0, "gamma", "in (0, 1]")
+        check(self.reward_scale > 0, "reward_scale", "> 0")
+        check(self.eps > 0, "eps", "> 0")
+        check(self.clip_eps > 0, "clip_eps", "> 0")
+        check(self.ent_coef >= 0, "ent_coef", ">= 0")
+        check(self.kl_coef >= 0, "kl_coef", ">= 0")
+        check(self.lr_schedule in ("constant", "linear"), "lr_schedule", "constant or linear")
+        check(self.episode_mode in EPISODE_MODES, "episode_mode", f"one of {EPISODE_MODES}")
         check(
-            mb is None or mb == "auto" or (type(mb) is int and mb >= 1),
-            "microbatch_size",
-            "an int >= 1, 'auto' or null (null: the whole minibatch at once)",
+            self.reset_every_rollout or self.episode_mode != "first_done",
+            "reset_every_rollout",
+            "true when episode_mode is 'first_done' (otherwise the members of a group would "
+            "start a rollout from different states)",
         )

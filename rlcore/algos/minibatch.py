@@ -13,22 +13,36 @@ def iterate_minibatches(
     keys: Sequence[str],
     num_minibatches: int,
     generator: torch.Generator,
+    where: torch.Tensor | None = None,
 ) -> Iterator[TensorDict]:
     """Yield `num_minibatches` disjoint random minibatches covering every transition once.
 
     Gathers only the requested keys, one minibatch at a time, so the extra memory is one
-    minibatch rather than a shuffled copy of the rollout.
+    minibatch rather than a shuffled copy of the rollout. With `where`, only the
+    transitions where it is true are covered (GRPO's loss mask), so masked transitions cost
+    no compute; with none selected, nothing is yielded.
 
     Shape:
-        transitions: [N, T] (a `transition_view`)
-        yields: [B] with B = N * T / num_minibatches (the last may be smaller)
+        transitions: [N, T] (a `transition_view`); where: [N, T] bool
+        yields: [B] with B = M / num_minibatches for M selected transitions (the last may
+        be smaller; never empty)
     """
     num_envs, num_steps = transitions.batch_size
-    total = num_envs * num_steps
-    if not 1 <= num_minibatches <= total:
-        raise ValueError(f"num_minibatches must be in [1, {total}], got {num_minibatches}")
     device = transitions.device
-    perm = torch.randperm(total, generator=generator, device=device)
+    if where is None:
+        total = num_envs * num_steps
+        if not 1 <= num_minibatches <= total:
+            raise ValueError(f"num_minibatches must be in [1, {total}], got {num_minibatches}")
+        perm = torch.randperm(total, generator=generator, device=device)
+    else:
+        selected = where.reshape(-1).nonzero().squeeze(1)
+        if num_minibatches < 1:
+            raise ValueError(f"num_minibatches must be >= 1, got {num_minibatches}")
+        order = torch.randperm(selected.numel(), generator=generator, device=device)
+        perm = selected[order]
+        num_minibatches = min(num_minibatches, perm.numel())
+        if num_minibatches == 0:
+            return
     sources = {key: transitions[key] for key in keys}
     for chunk in perm.tensor_split(num_minibatches):
         env_idx, step_idx = chunk // num_steps, chunk % num_steps

@@ -14,8 +14,10 @@ from tensordict import TensorDict
 
 from rlcore.advantages import compute_gae
 from rlcore.algos.base import NonFiniteError
-from rlcore.algos.config import MIN_AUTO_MICROBATCH, PPOConfig
+from rlcore.algos.config import PPOConfig
+from rlcore.algos.losses import approx_kl, clipped_surrogate
 from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.policies import ActorCritic
 from rlcore.rollout import (
     ACTION,
@@ -28,25 +30,10 @@ from rlcore.rollout import (
     TRUNCATED,
     VALUE,
     VALUE_TARGET,
-    nominal_bytes,
     transition_view,
 )
 
 _BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, VALUE, ADVANTAGE, VALUE_TARGET)
-
-
-def clipped_surrogate(
-    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return the PPO-clip policy loss and the probability ratio.
-
-    Shape:
-        all inputs: [B]; returns a scalar loss and the ratio [B]
-    """
-    ratio = (log_prob - old_log_prob).exp()
-    unclipped = advantage * ratio
-    clipped = advantage * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
-    return -torch.minimum(unclipped, clipped).mean(), ratio
 
 
 def value_loss(
@@ -73,31 +60,13 @@ class PPO:
         generator: torch.Generator,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
-        self.total_updates = max(total_updates, 1)
-        self.num_updates = 0
-        self.lr = cfg.lr
-        # Fused Adam: one kernel per step instead of several per parameter tensor.
-        self.optimizer = torch.optim.Adam(
-            policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True
+        self.optimizer = PolicyOptimizer(
+            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates
         )
 
     def microbatch_size(self, rollout: TensorDict) -> int | None:
-        """Samples per forward/backward chunk of a minibatch (None: the whole minibatch).
-
-        "auto" on CPU: as many samples as have activations (as estimated by the policy)
-        fitting in half the rollout's nominal bytes, at least `MIN_AUTO_MICROBATCH`.
-        That keeps the update's extra memory under the rollout's own size (for rollouts of
-        a few MB and up); update time against whole minibatches measured -33% to +13% on
-        CPU. "auto" on accelerators: whole minibatches, since there every chunk
-        costs kernel launches and activation memory is rarely the limit.
-        """
-        chunk = self.cfg.microbatch_size
-        if chunk != "auto":
-            return chunk
-        if rollout[VALUE].device.type != "cpu":
-            return None
-        budget = nominal_bytes(rollout) // 2
-        return max(budget // self.policy.activation_bytes_per_sample(), MIN_AUTO_MICROBATCH)
+        """Samples per forward/backward chunk (see `rlcore.algos.sgd.resolve_microbatch_size`)."""
+        return resolve_microbatch_size(self.cfg.microbatch_size, rollout, self.policy)
 
     def _write_advantages(self, rollout: TensorDict) -> None:
         cfg, tv = self.cfg, transition_view(rollout)
@@ -113,7 +82,7 @@ class PPO:
         cfg = self.cfg
         with torch.no_grad():
             self._write_advantages(rollout)
-        self._set_lr(self._scheduled_lr())
+        self.optimizer.begin_update()
         tv = transition_view(rollout)
         chunk = self.microbatch_size(rollout)
         sums = torch.zeros(5, device=tv.device)
@@ -130,7 +99,7 @@ class PPO:
             if stop:
                 break
         means = (sums / num_batches).tolist()
-        self.num_updates += 1
+        self.optimizer.end_update()
         if cfg.lr_schedule == "kl_adaptive":
             self._adapt_lr(means[3])
         return {
@@ -140,36 +109,18 @@ class PPO:
             "stats/approx_kl": means[3],
             "stats/clip_fraction": means[4],
             "stats/explained_variance": explained_variance(tv[VALUE], tv[VALUE_TARGET]),
-            "train/lr": self.lr,
+            "train/lr": self.optimizer.lr,
             "train/minibatches": float(num_batches),
         }
 
     def _step(self, batch: TensorDict, chunk: int | None) -> torch.Tensor:
-        """One optimizer step on a minibatch, accumulating gradients over micro-batches.
-
-        The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / B` over
-        chunks gives the same gradient while only one chunk's activations are alive.
-        """
-        cfg, size = self.cfg, batch.batch_size[0]
+        """One optimizer step on a minibatch (advantages normalised over the minibatch)."""
+        size = batch.batch_size[0]
         advantage = batch[ADVANTAGE]
-        if cfg.normalize_advantage and size > 1:
+        if self.cfg.normalize_advantage and size > 1:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        self.optimizer.zero_grad(set_to_none=True)
-        if chunk is None or chunk >= size:
-            loss, stats = self._loss(batch, advantage)
-            loss.backward()
-        else:
-            stats = torch.zeros(5, device=advantage.device)
-            for start in range(0, size, chunk):
-                part = slice(start, start + chunk)
-                weight = (min(start + chunk, size) - start) / size
-                loss, part_stats = self._loss(batch[part], advantage[part])
-                (loss * weight).backward()
-                stats += part_stats * weight
-        if self.cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
-        return stats
+        loss_fn = lambda rows: self._loss(batch[rows], advantage[rows])  # noqa: E731
+        return self.optimizer.step(size, chunk, loss_fn, self.cfg.max_grad_norm)
 
     def _loss(
         self, batch: TensorDict, advantage: torch.Tensor
@@ -188,39 +139,23 @@ class PPO:
                 "parameters were not updated"
             )
         with torch.no_grad():
-            approx_kl = ((ratio - 1) - ratio.log()).mean()
             clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
-            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clip_frac])
+            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl(ratio), clip_frac])
         return loss, stats.detach()
-
-    def _scheduled_lr(self) -> float:
-        if self.cfg.lr_schedule == "linear":
-            return self.cfg.lr * max(1.0 - self.num_updates / self.total_updates, 0.0)
-        return self.lr
 
     def _adapt_lr(self, kl: float) -> None:
         # rsl_rl's rule: shrink the step when the policy moved too far, grow it when too little.
+        lr = self.optimizer.lr
         if kl > 2.0 * self.cfg.desired_kl:
-            self.lr = max(self.lr / 1.5, 1e-5)
+            self.optimizer.set_lr(max(lr / 1.5, 1e-5))
         elif kl < 0.5 * self.cfg.desired_kl:
-            self.lr = min(self.lr * 1.5, 1e-2)
-
-    def _set_lr(self, lr: float) -> None:
-        self.lr = lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            self.optimizer.set_lr(min(lr * 1.5, 1e-2))
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "num_updates": self.num_updates,
-            "lr": self.lr,
-        }
+        return self.optimizer.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.num_updates = int(state["num_updates"])
-        self._set_lr(float(state["lr"]))
+        self.optimizer.load_state_dict(state)
 
 
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

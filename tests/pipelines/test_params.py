@@ -16,6 +16,13 @@ def test_the_default_experiment_is_valid_ppo_on_cartpole():
     assert len(params.schedule.cron.split()) == 5
 
 
+def test_grpo_is_chosen_by_name_with_its_own_section(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("algorithm:\n  name: grpo\n  grpo:\n    group_size: 8\n")
+    experiment = load_params(path).experiment()
+    assert experiment.algorithm == "grpo" and experiment.grpo.group_size == 8
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [
@@ -25,6 +32,15 @@ def test_the_default_experiment_is_valid_ppo_on_cartpole():
         ("env:\n  num_envs: 0\n", "env.num_envs: must be a positive integer, got 0"),
         ("env: [1, 2\n", "line 2, column 1: malformed YAML"),
         ("- 1\n- 2\n", "<top level>: must be a mapping, got list"),
+        ("algorithm:\n  name: sac\n", "algorithm.name: Input should be 'ppo' or 'grpo'"),
+        (
+            "algorithm:\n  grpo:\n    group_size: 1\n",
+            "algorithm.grpo.group_size: must be an int >= 2, got 1",
+        ),
+        (
+            "env:\n  num_envs: 6\nalgorithm:\n  name: grpo\n",
+            "algorithm.grpo.group_size: must divide env.num_envs (6), got 4",
+        ),
     ],
 )
 def test_bad_params_fail_with_one_clear_line(tmp_path, text, line):

@@ -144,3 +144,13 @@ def test_stages_need_their_inputs(params, tmp_path):
         evaluate(params, layout)
     with pytest.raises(FileNotFoundError, match="run the `train` stage first"):
         report(params, layout)
+
+
+def test_grpo_experiment_trains_and_evaluates_an_actor_only_policy(tmp_path):
+    tiny_grpo = {**TINY, "algorithm": {"name": "grpo", "grpo": {"group_size": 4}}}
+    params, layout = parse_params(tiny_grpo), Layout(tmp_path)
+    train(params, layout)
+    weights = policy_weights(layout.final_checkpoint)
+    assert any(k.startswith("actor.") for k in weights)
+    assert not any(k.startswith("critic.") for k in weights)
+    assert evaluate(params, layout)["episodes"] == 5

@@ -1,12 +1,13 @@
 import pytest
 import torch
 
-from rlcore.collector import SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.envs import CartPole
-from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.policies import Actor, ActorCritic, PolicyConfig
 from rlcore.rollout import (
     DONE,
     FINAL_VALUE,
+    MASK,
     OBS,
     REWARD,
     TERMINATED,
@@ -108,3 +109,65 @@ def test_rollout_and_policy_must_agree_on_the_critic():
     critic_free = make_rollout(RolloutSpec.for_env(env, 4, with_value=False))
     with pytest.raises(ValueError, match="exactly when the policy has a critic"):
         SyncCollector(env, policy, critic_free, torch.Generator())
+
+
+def grouped(mode_restart=True, num_envs=8, group_size=4, num_steps=64, reset_every_rollout=True):
+    env = CartPole(num_envs)
+    torch.manual_seed(0)
+    policy = Actor(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, num_steps, with_value=False, with_mask=True))
+    groups = GroupEpisodes(group_size, mode_restart, reset_every_rollout)
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1), groups)
+    collector.reset(seed=0)
+    return env, rollout, collector
+
+
+def test_restart_groups_masks_early_finishers_and_restarts_groups_together():
+    _, rollout, collector = grouped()
+    restarts = 0
+    for _ in range(2):
+        stats = collector.collect()
+        obs, done, mask = rollout[OBS], rollout[DONE], rollout[MASK]
+        assert VALUE not in rollout
+        # Every rollout starts from a group reset: members of a group share the start.
+        for g in range(2):
+            assert torch.equal(obs[4 * g : 4 * g + 4, 0], obs[4 * g, 0].expand(4, -1))
+        # Replay the rule: a member is in the loss until its own done; once all members of
+        # its group are done, the group restarts together from one shared state.
+        waiting = torch.zeros(8, dtype=torch.bool)
+        for t in range(64):
+            assert torch.equal(mask[:, t], ~waiting), t
+            waiting |= done[:, t]
+            for g in range(2):
+                members = slice(4 * g, 4 * g + 4)
+                if waiting[members].all():
+                    restarts += 1
+                    waiting[members] = False
+                    assert torch.equal(obs[members, t + 1], obs[4 * g, t + 1].expand(4, -1))
+        # Episode statistics count group episodes only: one per done inside the mask.
+        assert stats.returns.numel() == int((done[:, :-1] & mask[:, :-1]).sum())
+    assert restarts >= 4  # untrained CartPole episodes last ~10-40 steps
+
+
+def test_first_done_mode_keeps_only_each_envs_first_episode():
+    _, rollout, collector = grouped(mode_restart=False)
+    collector.collect()
+    done, mask = rollout[DONE][:, :-1], rollout[MASK][:, :-1]
+    # in the loss: every step up to and including the first done, nothing after it
+    done_before = torch.cumsum(done.int(), dim=1) - done.int()
+    assert torch.equal(mask, done_before == 0)
+    assert done.any(1).all() and not mask.all()
+
+
+def test_grouped_collection_needs_a_mask_and_dividing_groups():
+    env = CartPole(6)
+    policy = Actor(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    masked = make_rollout(RolloutSpec.for_env(env, 8, with_value=False, with_mask=True))
+    plain = make_rollout(RolloutSpec.for_env(env, 8, with_value=False))
+    gen = torch.Generator()
+    with pytest.raises(ValueError, match="group_size must divide the number of envs \\(6\\)"):
+        SyncCollector(env, policy, masked, gen, GroupEpisodes(4))
+    with pytest.raises(ValueError, match="`mask` exactly when episodes are grouped"):
+        SyncCollector(env, policy, plain, gen, GroupEpisodes(2))
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        GroupEpisodes(1)

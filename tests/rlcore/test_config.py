@@ -33,7 +33,6 @@ def test_env_config_accepts_torch_device_strings(device):
     [
         ({"device": "gpu"}, "env.device must be a torch device"),
         ({"name": "atari"}, "env.name must be one of"),
-        ({"num_envs": 6, "group_size": 4}, "env.group_size must be a positive divisor"),
     ],
 )
 def test_env_config_rejects_bad_values(kwargs, message):

@@ -2,13 +2,14 @@ import pytest
 import torch
 
 from rlcore.algos.base import NonFiniteError
+from rlcore.algos.config import GRPOConfig
 from rlcore.algos.ppo import PPOConfig
 from rlcore.checkpoint import CheckpointError
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 from rlcore.trainer import Trainer
 
 
-def small_config(env="pendulum", **trainer):
+def small_config(env="pendulum", algorithm="ppo", **trainer):
     return ExperimentConfig(
         env=EnvConfig(env, num_envs=8),
         policy=PolicyConfig(hidden_sizes=(16, 16), normalize_obs=True),
@@ -16,6 +17,9 @@ def small_config(env="pendulum", **trainer):
         trainer=TrainerConfig(
             total_env_steps=2048, num_steps=32, eval_every_iters=2, eval_episodes=2, **trainer
         ),
+        algorithm=algorithm,
+        # Groups carried across rollouts: the resumed run must restore who waits for whom.
+        grpo=GRPOConfig(num_epochs=2, num_minibatches=2, kl_coef=0.1, reset_every_rollout=False),
     )
 
 
@@ -23,9 +27,12 @@ def params(trainer):
     return torch.cat([p.detach().flatten() for p in trainer.policy.state_dict().values()])
 
 
-@pytest.mark.parametrize("env", ["cartpole", "pendulum", "push_cube"])
-def test_exact_resume_matches_straight_run(tmp_path, env):
-    cfg = small_config(env)
+@pytest.mark.parametrize(
+    ("env", "algorithm"),
+    [("cartpole", "ppo"), ("pendulum", "ppo"), ("push_cube", "ppo"), ("cartpole", "grpo")],
+)
+def test_exact_resume_matches_straight_run(tmp_path, env, algorithm):
+    cfg = small_config(env, algorithm)
     straight = Trainer(cfg)
     straight.run()
     assert straight.env_steps == 2048
@@ -87,7 +94,12 @@ def test_non_finite_observation_stops_and_keeps_last_checkpoint(tmp_path):
         (lambda: PPOConfig(gamma=0.0), "ppo.gamma"),
         (lambda: PPOConfig(lr_schedule="cosine"), "ppo.lr_schedule must be one of"),
         (lambda: EnvConfig(num_envs=0), "env.num_envs must be a positive integer"),
-        (lambda: EnvConfig(num_envs=10, group_size=4), "env.group_size must be a positive divisor"),
+        (lambda: GRPOConfig(group_size=1), r"grpo.group_size must be an int >= 2, got 1"),
+        (
+            lambda: ExperimentConfig(EnvConfig(num_envs=10), algorithm="grpo"),
+            r"grpo.group_size must divide env.num_envs \(10\), got 4",
+        ),
+        (lambda: ExperimentConfig(algorithm="sac"), "algorithm must be one of"),
         (lambda: EnvConfig(name="atari"), "env.name must be one of .*cartpole"),
         (lambda: TrainerConfig(num_steps=0), "trainer.num_steps"),
         (lambda: PolicyConfig(activation="gelu"), "policy.activation must be one of"),

@@ -4,13 +4,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rlcore.algos.ppo import (
-    MIN_AUTO_MICROBATCH,
-    PPO,
-    PPOConfig,
-    clipped_surrogate,
-    value_loss,
-)
+from rlcore.algos.config import MIN_AUTO_MICROBATCH, PPOConfig
+from rlcore.algos.losses import clipped_surrogate
+from rlcore.algos.ppo import PPO, value_loss
 from rlcore.collector import SyncCollector
 from rlcore.envs import CartPole, Pendulum
 from rlcore.policies import ActorCritic, PolicyConfig
@@ -80,9 +76,9 @@ def test_kl_adaptive_lr_moves_with_kl():
     ppo = PPO(policy, PPOConfig(lr=1e-3, lr_schedule="kl_adaptive", desired_kl=0.01), 1,
               torch.Generator())  # fmt: skip
     ppo._adapt_lr(0.05)
-    assert ppo.lr == pytest.approx(1e-3 / 1.5)
+    assert ppo.optimizer.lr == pytest.approx(1e-3 / 1.5)
     ppo._adapt_lr(0.001)
-    assert ppo.lr == pytest.approx(1e-3)
+    assert ppo.optimizer.lr == pytest.approx(1e-3)
 
 
 def test_ppo_solves_cartpole_within_a_small_budget():

@@ -152,3 +152,23 @@ def test_render_shape() -> None:
     frames = env.render(size=48)
     assert frames.shape == (3, 48, 48, 3)
     assert frames.dtype == torch.uint8
+
+
+def test_group_reset_gives_each_group_one_cube_and_goal():
+    env = PushCube(12)
+    env.reset(seed=3, group_size=4)
+    cube, goal = env._cube.T, env._goal.T  # [N, 2] each
+    for start in (0, 4, 8):
+        members = slice(start, start + 4)
+        assert torch.equal(cube[members], cube[start].expand(4, 2))
+        assert torch.equal(goal[members], goal[start].expand(4, 2))
+    assert not torch.equal(cube[0], cube[4]) and not torch.equal(goal[4], goal[8])
+
+    # A partial group reset (what GRPO's collector does when one group finishes) redraws
+    # only that group, again shared by its members.
+    before = env._state.clone()
+    env.reset(env_ids=torch.arange(4, 8), group_size=4)
+    assert torch.equal(env._state[:, :4], before[:, :4])
+    assert torch.equal(env._state[:, 8:], before[:, 8:])
+    assert not torch.equal(env._state[4:8, 4], before[4:8, 4])
+    assert torch.equal(env._state[4:8, 4:8], env._state[4:8, 4:5].expand(4, 4))

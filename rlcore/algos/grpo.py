@@ -1,0 +1,153 @@
+"""Group Relative Policy Optimization for control: critic-free, group-normalised returns.
+
+Each rollout is collected with grouped episodes (`rlcore.collector.GroupEpisodes`): the G
+envs of a group start every episode from one shared state, and `mask` marks the transitions
+of those group episodes. The advantage of a transition is its discounted return-to-go,
+normalised at the same step over the group's unmasked members, so a member is credited for
+doing better than its siblings did from the same start (Shao et al., 2024, adapted from
+one-shot answers to step-wise returns).
+
+Reads from `transition_view(rollout)`: `obs`, `action`, `sample_log_prob`, `reward`, `done`,
+`mask`. Writes `advantage` and `ref_log_prob` in place (no rollout copies).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.advantages import discounted_returns, group_normalize
+from rlcore.algos.base import NonFiniteError
+from rlcore.algos.config import GRPOConfig
+from rlcore.algos.losses import approx_kl, clipped_surrogate, k3_kl
+from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.policies import Actor
+from rlcore.rollout import (
+    ACTION,
+    ADVANTAGE,
+    DONE,
+    MASK,
+    OBS,
+    REF_LOG_PROB,
+    REWARD,
+    SAMPLE_LOG_PROB,
+    transition_view,
+)
+
+_BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, ADVANTAGE, REF_LOG_PROB)
+_REFERENCE_CHUNK = 16384  # transitions per reference forward
+
+
+class GRPO:
+    """GRPO-clip over the shared rollout; see module docstring for the keys it touches.
+
+    The reference policy of the KL penalty is a frozen copy of the policy as it was when
+    the algorithm was built (the pretrained policy when fine-tuning); `stats/approx_ref_kl`
+    is reported whether or not `kl_coef` puts it into the loss.
+    """
+
+    needs_value = False
+
+    def __init__(
+        self, policy: Actor, cfg: GRPOConfig, total_updates: int, generator: torch.Generator
+    ) -> None:
+        if policy.has_critic:
+            raise ValueError(
+                "grpo needs an actor-only policy (make_policy(..., with_critic=False)); "
+                f"got {type(policy).__name__}, which has a critic"
+            )
+        self.policy, self.cfg, self.generator = policy, cfg, generator
+        self.reference = copy.deepcopy(policy).requires_grad_(False)
+        self.optimizer = PolicyOptimizer(
+            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates
+        )
+
+    def update(self, rollout: TensorDict) -> dict[str, float]:
+        """Group-normalise returns in place, then run clipped-surrogate epochs on the mask."""
+        cfg = self.cfg
+        if MASK not in rollout:
+            raise ValueError("grpo needs a rollout with `mask` (RolloutSpec(with_mask=True))")
+        tv = transition_view(rollout)
+        with torch.no_grad():
+            group_std = self._write_advantages(tv)
+            self._write_reference_log_probs(rollout)
+        self.optimizer.begin_update()
+        chunk = resolve_microbatch_size(cfg.microbatch_size, rollout, self.policy)
+        sums = torch.zeros(5, device=tv.device)
+        num_batches = 0
+        for _ in range(cfg.num_epochs):
+            for batch in iterate_minibatches(
+                tv, _BATCH_KEYS, cfg.num_minibatches, self.generator, where=tv[MASK]
+            ):
+                size = batch.batch_size[0]
+                loss_fn = lambda rows, batch=batch: self._loss(batch[rows])  # noqa: E731
+                sums += self.optimizer.step(size, chunk, loss_fn, cfg.max_grad_norm)
+                num_batches += 1
+        # stats: [policy, entropy, approx_kl, clip_fraction, approx_ref_kl]
+        means = (sums / max(num_batches, 1)).tolist()
+        self.optimizer.end_update()
+        return {
+            "loss/policy": means[0],
+            "loss/entropy": means[1],
+            "stats/approx_kl": means[2],
+            "stats/clip_fraction": means[3],
+            "stats/approx_ref_kl": means[4],
+            "stats/group_return_std": group_std,
+            "stats/loss_fraction": tv[MASK].float().mean().item(),
+            "train/lr": self.optimizer.lr,
+            "train/minibatches": float(num_batches),
+        }
+
+    def _write_advantages(self, tv: TensorDict) -> float:
+        cfg = self.cfg
+        reward = tv[REWARD] if cfg.reward_scale == 1.0 else tv[REWARD] * cfg.reward_scale
+        discounted_returns(reward, tv[DONE], cfg.gamma, returns_out=tv[ADVANTAGE])
+        return group_normalize(
+            tv[ADVANTAGE], tv[MASK], cfg.group_size, cfg.eps, advantage_out=tv[ADVANTAGE]
+        )
+
+    def _write_reference_log_probs(self, rollout: TensorDict) -> None:
+        """`ref_log_prob` of every transition, a block of time steps of all envs at a time."""
+        num_envs, num_steps = rollout.batch_size[0], rollout.batch_size[1] - 1
+        # Time-major [T, N, ...] views: contiguous in the rollout's own layout.
+        obs = rollout[OBS][:, :-1].transpose(0, 1)
+        action = rollout[ACTION][:, :-1].transpose(0, 1)
+        out = rollout[REF_LOG_PROB][:, :-1].transpose(0, 1)
+        steps = max(1, _REFERENCE_CHUNK // num_envs)
+        for t in range(0, num_steps, steps):
+            block = slice(t, t + steps)
+            o = obs[block].reshape(-1, obs.shape[-1])
+            a = action[block].reshape(-1, *action.shape[2:])
+            out[block] = self.reference.evaluate(o, a).log_prob.view(-1, num_envs)
+
+    def _loss(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.cfg
+        out = self.policy.evaluate(batch[OBS], batch[ACTION])
+        pg_loss, ratio = clipped_surrogate(
+            out.log_prob, batch[SAMPLE_LOG_PROB], batch[ADVANTAGE], cfg.clip_eps
+        )
+        entropy = out.entropy.mean()
+        ref_kl = k3_kl(out.log_prob, batch[REF_LOG_PROB])
+        loss = pg_loss - cfg.ent_coef * entropy
+        if cfg.kl_coef > 0:
+            loss = loss + cfg.kl_coef * ref_kl
+        if not torch.isfinite(loss):
+            raise NonFiniteError(
+                f"GRPO loss became non-finite (policy={pg_loss.item()}, "
+                f"ref_kl={ref_kl.item()}); parameters were not updated"
+            )
+        with torch.no_grad():
+            clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
+            stats = torch.stack([pg_loss, entropy, approx_kl(ratio), clip_frac, ref_kl])
+        return loss, stats.detach()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict() | {"reference": self.reference.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
+        self.reference.load_state_dict(state["reference"])
