@@ -99,9 +99,9 @@ def run_ours(base: ExperimentConfig, task: str, seed: int) -> SolveRun:
     result = trainer.run()
     wall = time.perf_counter() - start
     final = result.eval_metrics.get(metric, float("nan"))
+    impl = "rlcore" if cfg.algorithm == "ppo" else f"rlcore-{cfg.algorithm}"
     return SolveRun(
-        "rlcore", task, seed, wall, eval_s[0], result.env_steps, metric, final,
-        final >= threshold,
+        impl, task, seed, wall, eval_s[0], result.env_steps, metric, final, final >= threshold,
     )  # fmt: skip
 
 
@@ -228,6 +228,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 cartpole baseline")
+    parser.add_argument(
+        "--algorithm",
+        choices=("ppo", "grpo"),
+        default="ppo",
+        help="which rlcore presets to run (grpo: rlcore.presets.GRPO_PRESETS; no SB3 baseline)",
+    )
     args = parser.parse_args(argv)
     meta = setup(
         args,
@@ -246,12 +252,13 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     medians: dict[tuple[str, str], dict[str, Any]] = {}
     groups: list[tuple[str, str]] = [(task, "rlcore") for task in args.tasks]
-    if "cartpole" in args.tasks and not args.no_sb3 and sb3_available():
+    with_sb3 = args.algorithm == "ppo" and not args.no_sb3
+    if "cartpole" in args.tasks and with_sb3 and sb3_available():
         groups.insert(groups.index(("cartpole", "rlcore")) + 1, ("cartpole", "sb3"))
     for task, impl in groups:
         base = None
         if impl == "rlcore":
-            base = preset_or_note(task, f"solve time of {task}")
+            base = preset_or_note(task, f"solve time of {task}", args.algorithm)
             if base is None:
                 continue
         print(f"... {impl} {task} warm-up (untimed)", flush=True)
