@@ -18,9 +18,14 @@ repro: .venv/ready
 	@echo "checkpoint: outputs/checkpoints/final.pt   metrics: metrics/train.json metrics/eval.json"
 	@echo "video:      outputs/video/episodes.mp4     report:  reports/run/report.md"
 
+search: .venv/ready
+	$(RUN) .venv/bin/dvc repro search/dvc.yaml
+	@echo
+	@echo "summary: reports/search/summary.md   best params: reports/search/best_params.yaml"
+
 test: .venv/ready
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	$(RUN) $(PY) -m pytest
 
-.PHONY: setup repro test
+.PHONY: setup repro search test

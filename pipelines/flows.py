@@ -39,6 +39,8 @@ from pipelines.params import Params, load_params
 
 STAGES = ("train", "evaluate", "video", "report")
 REPORT = Layout().report  # relative to the project dir
+SEARCH_SUMMARY = Layout().search_reports / "summary.md"
+SEARCH_DVCFILE = "search/dvc.yaml"  # outside dvc.yaml: a plain `dvc repro` never searches
 TAIL_LINES = 20
 # DVC's own error lines when another DVC process holds the repo lock or a stage's rwlock.
 LOCK_ERRORS = ("Unable to acquire lock", "is busy, it is being blocked by")
@@ -171,12 +173,12 @@ def publish_metrics(metrics: dict[str, dict[str, float]], key: str) -> None:
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def publish_report(project_dir: str, key: str) -> None:
-    """Publish the run's Markdown report (its images stay in the project, not in Prefect)."""
-    path = Path(project_dir) / REPORT
+def publish_report(project_dir: str, key: str, report: Path = REPORT) -> None:
+    """Publish a Markdown report (its images stay in the project, not in Prefect)."""
+    path = Path(project_dir) / report
     if not path.is_file():
-        raise RunOutputError(f"{path} is missing: the 'report' stage did not write it")
-    create_markdown_artifact(path.read_text(), key=key, description=f"{REPORT} of this run")
+        raise RunOutputError(f"{path} is missing: the stage that writes it did not")
+    create_markdown_artifact(path.read_text(), key=key, description=f"{report} of this run")
 
 
 def artifact_key(*parts: str) -> str:
@@ -249,11 +251,33 @@ def experiment_flow(
     return {"experiment": name, "variant": variant, "metrics": metrics, "artifacts": keys}
 
 
+@flow(name="search")
+def search_flow(project_dir: str = ".") -> dict[str, Any]:
+    """Run the Optuna search stage through DVC and publish its summary.
+
+    `dvc repro search/dvc.yaml` (the stage lives outside the default pipeline, so a plain
+    `dvc repro` never starts a search); the study resumes from its storage, so a retried or
+    re-scheduled flow run only adds the trials the study lacks.
+    """
+    root = _project_root(project_dir)
+    name = load_params(root / "params.yaml").search.study_name
+    run_dvc(str(root), ["repro", SEARCH_DVCFILE], label="search")
+    metrics = read_metrics(str(root))
+    keys = {"metrics": artifact_key(name, "search", "metrics")}
+    publish_metrics(metrics, keys["metrics"])
+    keys["summary"] = artifact_key(name, "search", "summary")
+    publish_report(str(root), keys["summary"], SEARCH_SUMMARY)
+    return {"study": name, "metrics": metrics, "artifacts": keys}
+
+
 def _flow_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipelines flow", description=__doc__)
     parser.add_argument("--project-dir", default=".", help="the DVC project root (default .)")
     parser.add_argument("--stages", nargs="+", choices=STAGES, help="default: all, in order")
     parser.add_argument("--variant", help="run as the DVC experiment NAME (dvc exp run)")
+    parser.add_argument(
+        "--search", action="store_true", help="run the Optuna search stage instead (search flow)"
+    )
     parser.add_argument(
         "-S", "--set-param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a param for the variant (dvc exp run -S); needs --variant",
@@ -277,15 +301,20 @@ def flow_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.overrides and not args.variant:
         parser.error("-S/--set-param needs --variant NAME (the DVC experiment to create)")
+    if args.search and (args.variant or args.stages):
+        parser.error("--search runs the search stage alone: drop --stages/--variant")
     if checked_params(args.project_dir) is None:
         return 2
-    state = experiment_flow(
-        project_dir=args.project_dir,
-        stages=args.stages,
-        variant=args.variant,
-        overrides=args.overrides,
-        return_state=True,
-    )
+    if args.search:
+        state = search_flow(project_dir=args.project_dir, return_state=True)
+    else:
+        state = experiment_flow(
+            project_dir=args.project_dir,
+            stages=args.stages,
+            variant=args.variant,
+            overrides=args.overrides,
+            return_state=True,
+        )
     result = state.result(raise_on_failure=False)
     if not state.is_completed():
         print(f"error: {result}", file=sys.stderr)

@@ -54,3 +54,21 @@ class Layout:
     @property
     def curve_png(self) -> Path:
         return self.report_dir / "curve.png"
+
+    @property
+    def search_journal(self) -> Path:
+        """The default Optuna storage: a journal file DVC keeps as a persistent output."""
+        return self.root / "outputs" / "search" / "journal.log"
+
+    @property
+    def search_reports(self) -> Path:
+        return self.root / "reports" / "search"
+
+    @property
+    def search_metrics(self) -> Path:
+        return self.root / "metrics" / "search.json"
+
+    @property
+    def search_html(self) -> Path:
+        """Self-contained interactive plots (several MB each: cached by DVC, not in git)."""
+        return self.root / "outputs" / "search" / "html"

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
@@ -77,6 +84,72 @@ class ScheduleParams(_Section):
         return value
 
 
+class SearchDimension(_Section):
+    """One searched parameter: a float or int range (optionally log-scale), or choices."""
+
+    type: Literal["float", "int", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+    choices: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SearchDimension:
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError("categorical needs a non-empty `choices` list")
+            if self.low is not None or self.high is not None or self.log:
+                raise ValueError("categorical takes only `choices` (no low/high/log)")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.type} needs `low` and `high`")
+        if self.choices is not None:
+            raise ValueError(f"{self.type} takes `low`/`high`, not `choices`")
+        if not self.low < self.high:
+            raise ValueError(f"empty range: low ({self.low:g}) must be < high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"a log-scale range must be > 0, got low={self.low:g}")
+        if self.log and self.step is not None:
+            raise ValueError("`step` cannot be combined with `log`")
+        if self.type == "int" and not (self.low.is_integer() and self.high.is_integer()):
+            raise ValueError("int ranges need integer `low` and `high`")
+        return self
+
+    def extremes(self) -> list[Any]:
+        """The values validated before any trial: both ends of a range, or every choice."""
+        if self.type == "categorical":
+            return list(self.choices or [])
+        ends = [self.low, self.high]
+        return [int(v) for v in ends] if self.type == "int" else ends
+
+
+SEARCHABLE_SECTIONS = ("env", "policy", "algorithm", "trainer")
+
+
+class SearchParams(_Section):
+    """`python -m pipelines search`: an Optuna study over `space` (see params.yaml)."""
+
+    study_name: str = Field("search", min_length=1)
+    space: dict[str, SearchDimension] = Field(default_factory=dict)
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="applied to every trial before the sampled values"
+    )
+    sampler: Literal["tpe", "random", "cmaes"] = "tpe"
+    seed: int = Field(0, ge=0)
+    pruner: Literal["median", "successive_halving", "none"] = "median"
+    startup_trials: int = Field(4, ge=0, description="trials before the median pruner acts")
+    warmup_evals: int = Field(1, ge=0, description="evaluations a trial runs before pruning")
+    n_trials: int = Field(16, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
+    objective: Literal["return", "success"] = "return"
+    direction: Literal["maximize", "minimize"] = "maximize"
+    seeds_per_trial: int = Field(1, ge=1)
+    storage: str | None = Field(
+        None, description="null: the journal file outputs/search/journal.log; or a SQLAlchemy URL"
+    )
+
+
 class Params(_Section):
     """The whole experiment (see `params.yaml` for the defaults with comments)."""
 
@@ -89,6 +162,7 @@ class Params(_Section):
     evaluation: EvaluationParams = Field(default_factory=EvaluationParams)
     video: VideoParams = Field(default_factory=VideoParams)
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
+    search: SearchParams = Field(default_factory=SearchParams)
 
     def experiment(self) -> ExperimentConfig:
         """The rlcore configuration of the training run (its hash guards checkpoints)."""
@@ -124,8 +198,8 @@ def describe_errors(error: ValidationError) -> list[str]:
     return lines
 
 
-def parse_params(data: object, path: Path = DEFAULT_PATH) -> Params:
-    """Validate an already-loaded mapping."""
+def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = True) -> Params:
+    """Validate an already-loaded mapping (`check_search`: also the search space's entries)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -137,12 +211,67 @@ def parse_params(data: object, path: Path = DEFAULT_PATH) -> Params:
     try:  # rules that span sections, e.g. grpo.group_size must divide env.num_envs
         params.experiment()
     except ValueError as exc:
-        match = _LIBRARY_MESSAGE.match(str(exc))
-        if match is None:
-            raise ParamsError(path, [str(exc)]) from None
-        section, field, message = match.groups()
-        raise ParamsError(path, [f"algorithm.{section}.{field}: {message}"]) from None
+        raise ParamsError(path, [_cross_section_line(exc)]) from None
+    if check_search:
+        _check_search_space(params, path)
     return params
+
+
+def _cross_section_line(exc: ValueError) -> str:
+    match = _LIBRARY_MESSAGE.match(str(exc))
+    if match is None:
+        return str(exc)
+    section, field, message = match.groups()
+    return f"algorithm.{section}.{field}: {message}"
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested mapping, creating the intermediate mappings."""
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        data = data.setdefault(key, {})
+    data[leaf] = value
+
+
+def apply_values(params: Params, values: dict[str, Any]) -> Params:
+    """`params` with dotted-path `values` applied, validated exactly like params.yaml."""
+    data = params.model_dump(mode="json")
+    for dotted, value in values.items():
+        set_path(data, dotted, value)
+    return parse_params(data, check_search=False)
+
+
+def _known_path(params: Params, dotted: str) -> bool:
+    node: Any = params.model_dump(mode="json")
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _check_search_space(params: Params, path: Path) -> None:
+    """Every searched or overridden path exists, and every extreme value validates."""
+    search = params.search
+    entries = {f"search.overrides.{k}": (k, [v]) for k, v in search.overrides.items()}
+    entries |= {f"search.space.{k}": (k, dim.extremes()) for k, dim in search.space.items()}
+    errors = []
+    for where, (dotted, values) in entries.items():
+        section = dotted.split(".")[0]
+        if section not in SEARCHABLE_SECTIONS or not _known_path(params, dotted):
+            errors.append(
+                f"{where}: unknown parameter path (use a key of params.yaml's "
+                f"{'/'.join(SEARCHABLE_SECTIONS)} sections, e.g. algorithm.ppo.lr)"
+            )
+            continue
+        for value in values:
+            try:
+                apply_values(params, {**search.overrides, dotted: value})
+            except ParamsError as exc:
+                errors.append(f"{where}: the value {value!r} is invalid ({exc.lines[0]})")
+                break
+    if errors:
+        raise ParamsError(path, errors)
 
 
 def load_params(path: str | Path = DEFAULT_PATH) -> Params:

@@ -1,4 +1,4 @@
-"""The `train` stage: PPO on the configured env, with a learning curve and resumable progress.
+"""The `train` stage: training with a learning curve and resumable progress.
 
 Outputs (see `Layout`): `outputs/checkpoints/final.pt`, `metrics/curve.csv` (one row per
 evaluation) and `metrics/train.json`. Each is replaced atomically only when training
@@ -10,6 +10,7 @@ next run of the same configuration continues from it bit-identically.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,27 @@ def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> None:
     )
 
 
+def run_training(
+    trainer: Trainer,
+    chunk_iters: int | None = None,
+    after_chunk: Callable[[Trainer], None] | None = None,
+) -> bool:
+    """Train to the configured budget or stop target; True if the target was reached.
+
+    The one training loop behind the `train` stage and every search trial. `after_chunk`
+    runs after each `chunk_iters` iterations that did not finish the run (the stage saves
+    resumable progress there); metrics go to the trainer's own sink as they are produced.
+    """
+    total = trainer.cfg.total_iters
+    chunk = chunk_iters or total
+    reached = False
+    while trainer.iteration < total and not reached:
+        reached = trainer.run(max_iters=chunk).reached_target
+        if after_chunk is not None and trainer.iteration < total and not reached:
+            after_chunk(trainer)
+    return reached
+
+
 def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     """Run the `train` stage and return the metrics it writes to `metrics/train.json`."""
     layout = layout or Layout()
@@ -100,20 +122,18 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     curve = Curve(total_env_steps=cfg.total_iters * cfg.steps_per_iter)
     trainer = Trainer(cfg, sink=curve)
     _resume(trainer, curve, layout)
-    chunk = cfg.trainer.checkpoint_every_iters or cfg.total_iters
-    reached = False
     print(
         f"[train] {params.name}: {cfg.env.name}, {cfg.env.num_envs} envs x "
         f"{cfg.trainer.num_steps} steps, {cfg.total_iters} iterations",
         flush=True,
     )
-    while trainer.iteration < cfg.total_iters and not reached:
-        result = trainer.run(max_iters=chunk)
-        reached = result.reached_target
-        if trainer.iteration < cfg.total_iters and not reached:
-            save_checkpoint(
-                layout.resume_checkpoint, {**trainer.state_dict(), "pipeline": curve.state()}
-            )
+
+    def save_progress(trainer: Trainer) -> None:
+        save_checkpoint(
+            layout.resume_checkpoint, {**trainer.state_dict(), "pipeline": curve.state()}
+        )
+
+    reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
     wall_s = curve.wall_s
     save_checkpoint(layout.final_checkpoint, trainer.state_dict())
     last = curve.rows[-1] if curve.rows else {}

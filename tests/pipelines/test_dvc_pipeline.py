@@ -20,6 +20,12 @@ TINY = {
     "trainer": {"total_env_steps": 512, "num_steps": 16, "eval_every_iters": 2, "eval_episodes": 2},
     "evaluation": {"episodes": 4},
     "video": {"episodes": 2, "frame_size": 32, "max_steps": 10},
+    "search": {
+        "study_name": "tiny",
+        "space": {"algorithm.ppo.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
+        "overrides": {"trainer.total_env_steps": 256},
+        "n_trials": 3,
+    },
 }
 
 
@@ -45,6 +51,8 @@ def project(tmp_path_factory):
     for item in ("pipelines", "rlcore"):
         shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    (root / "search").mkdir()
+    shutil.copy(REPO / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
     defaults = yaml.safe_load((REPO / "params.yaml").read_text())
     (root / "params.yaml").write_text(yaml.safe_dump(merged(defaults, TINY)))
     env = {
@@ -101,3 +109,20 @@ def test_repro_runs_end_to_end_then_skips_then_reruns_what_a_param_change_touche
     fourth = dvc_repro(project)
     for stage in STAGES:
         assert f"Running stage '{stage}'" in fourth
+
+
+def test_search_runs_only_when_asked_for_and_resumes(project):
+    root, env = project
+    dvc_repro(project)  # the default pipeline (no-op if the test above ran)
+    assert not (root / "metrics" / "search.json").exists()  # `dvc repro` never searches
+    out = run([sys.executable, "-m", "dvc", "repro", "search/dvc.yaml"], root, env)
+    assert "Running stage 'search/dvc.yaml:search'" in out
+    assert json.loads((root / "metrics" / "search.json").read_text())["trials"] == 3
+    assert (root / "reports" / "search" / "best_params.yaml").is_file()
+    # More trials: the persistent journal resumes the study, adding only the missing ones.
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["search"]["n_trials"] = 4
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    out = run([sys.executable, "-m", "dvc", "repro", "search/dvc.yaml"], root, env)
+    assert "3 trials so far, target 4" in out
+    assert json.loads((root / "metrics" / "search.json").read_text())["trials"] == 4

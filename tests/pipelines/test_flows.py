@@ -312,3 +312,40 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
             server.kill()
             server.wait()
     assert "serving deployment" in (tmp_path / "serve.log").read_text()
+
+
+# The tiny stage script, plus a `search` stage (the other stages never run in this test).
+SEARCH_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    assert sys.argv[1] == "search"
+    Path("metrics").mkdir(exist_ok=True)
+    Path("metrics/search.json").write_text(json.dumps({"trials": 3, "best_value": 7.0}))
+    Path("reports/search").mkdir(parents=True, exist_ok=True)
+    Path("reports/search/summary.md").write_text("# Search: tiny\\n")
+""")
+SEARCH_DVC_YAML = """
+stages:
+  search:
+    wdir: ..
+    cmd: python stage.py search
+    deps: [stage.py]
+    metrics: [{metrics/search.json: {cache: false}}]
+    outs: [{reports/search: {cache: false}}]
+"""
+
+
+def test_search_flow_runs_the_search_stage_and_publishes_its_summary(
+    prefect_api_url: str, tmp_path: Path
+):
+    project = tmp_path / "tiny-search"
+    project.mkdir()
+    make_project(project)
+    (project / "stage.py").write_text(SEARCH_SCRIPT)
+    (project / "search").mkdir()
+    (project / "search" / "dvc.yaml").write_text(SEARCH_DVC_YAML)
+    state = flows.search_flow(str(project), return_state=True)
+    result = state.result()
+    assert result["metrics"]["metrics/search.json"] == {"trials": 3, "best_value": 7.0}
+    assert artifact("search-search-summary").data == "# Search: tiny\n"
+    assert not (project / "model.txt").exists()  # the experiment's stages did not run

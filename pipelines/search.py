@@ -1,0 +1,429 @@
+"""The `search` stage: an Optuna study over `params.yaml`'s `search.space`.
+
+Each trial applies `search.overrides` and its sampled values to the base params, validates
+the result exactly like `params.yaml` (`apply_values`), and trains with the same function
+as the `train` stage (`run_training`), `search.seeds_per_trial` times on consecutive seeds.
+Every evaluation is reported to the trial (its step is the evaluation's index within the
+trial); the pruner may stop it (`TrialPruned`). A trial whose loss, observation or reward
+goes non-finite ends FAILED and the study goes on.
+
+The study lives in `search.storage`: by default Optuna's journal file
+`outputs/search/journal.log` (a persistent DVC output), or any SQLAlchemy URL (e.g.
+PostgreSQL) shared by workers on several machines. `search.n_trials` is the study's total:
+a resumed study runs only the trials it lacks. `--workers N` runs N processes on this
+machine against the same storage. The journal has no heartbeat, so trials a killed worker
+left RUNNING are marked FAILED when a search starts (not when it joins: `--join`).
+
+Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
+`outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+
+from pipelines.files import atomic_path, write_json, write_text
+from pipelines.layout import Layout
+from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
+from pipelines.train import run_training
+from rlcore.errors import NonFiniteError
+from rlcore.runtime import configure_cpu
+from rlcore.trainer import Trainer
+
+OBJECTIVE_METRICS = {"return": "eval/episode_return", "success": "eval/success_rate"}
+PLOTS = ("optimization_history", "param_importances", "intermediate_values")
+
+
+class SearchError(RuntimeError):
+    """The study cannot run as configured (storage, sampler, objective)."""
+
+
+# --- study construction ---------------------------------------------------------------
+
+
+def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseStorage:
+    if search.storage is not None:
+        try:
+            return optuna.storages.RDBStorage(search.storage)
+        except Exception as exc:  # SQLAlchemy raises many kinds; all mean "cannot use it"
+            raise SearchError(f"search.storage {search.storage!r} cannot be used: {exc}") from exc
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    layout.search_journal.parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(str(layout.search_journal)))
+
+
+def make_sampler(search: SearchParams) -> optuna.samplers.BaseSampler:
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=search.seed)
+    if search.sampler == "cmaes":
+        try:
+            import cmaes  # noqa: F401
+        except ImportError:
+            raise SearchError(
+                "search.sampler 'cmaes' needs the cmaes package: pip install -e '.[cmaes]'"
+            ) from None
+        return optuna.samplers.CmaEsSampler(seed=search.seed)
+    return optuna.samplers.TPESampler(seed=search.seed, n_startup_trials=search.startup_trials)
+
+
+def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
+    if search.pruner == "median":
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=search.startup_trials, n_warmup_steps=search.warmup_evals
+        )
+    if search.pruner == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def open_study(params: Params, layout: Layout) -> optuna.Study:
+    search = params.search
+    return optuna.create_study(
+        study_name=search.study_name,
+        storage=make_storage(search, layout),
+        sampler=make_sampler(search),
+        pruner=make_pruner(search),
+        direction=search.direction,
+        load_if_exists=True,
+    )
+
+
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """Mark trials left RUNNING (by a killed worker) FAILED; return their numbers."""
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in stale:
+        study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+    return [t.number for t in stale]
+
+
+# --- one trial ------------------------------------------------------------------------
+
+
+def sample(trial: optuna.Trial, space: dict[str, SearchDimension]) -> dict[str, Any]:
+    """Draw one value per searched path (categorical choices may be lists, e.g. sizes)."""
+    values: dict[str, Any] = {}
+    for path, dim in space.items():
+        if dim.type == "float":
+            assert dim.low is not None and dim.high is not None
+            values[path] = trial.suggest_float(path, dim.low, dim.high, log=dim.log, step=dim.step)
+        elif dim.type == "int":
+            assert dim.low is not None and dim.high is not None
+            step = int(dim.step) if dim.step else 1
+            values[path] = trial.suggest_int(
+                path, int(dim.low), int(dim.high), log=dim.log, step=step
+            )
+        else:
+            # Optuna stores only scalars: choices go through JSON so lists work too.
+            encoded = [json.dumps(c) for c in dim.choices or []]
+            values[path] = json.loads(trial.suggest_categorical(path, encoded))
+    return values
+
+
+def trial_values(trial: FrozenTrial, space: dict[str, SearchDimension]) -> dict[str, Any]:
+    """The values a finished trial ran with (categorical choices decoded)."""
+    return {
+        path: json.loads(trial.params[path]) if dim.type == "categorical" else trial.params[path]
+        for path, dim in space.items()
+        if path in trial.params
+    }
+
+
+def objective(params: Params) -> Callable[[optuna.Trial], float]:
+    """The study's objective: train the trial's config on each seed; mean final metric."""
+    search = params.search
+    metric = OBJECTIVE_METRICS[search.objective]
+
+    def run(trial: optuna.Trial) -> float:
+        values = sample(trial, search.space)
+        cfg = apply_values(params, {**search.overrides, **values}).experiment()
+        evaluations = 0
+        finals = []
+        for k in range(search.seeds_per_trial):
+            seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
+
+            def report(env_steps: int, metrics: dict[str, float]) -> None:
+                nonlocal evaluations
+                if metric not in metrics:
+                    return
+                trial.report(metrics[metric], evaluations)
+                evaluations += 1
+                if trial.should_prune():
+                    raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
+
+            trainer = Trainer(seed_cfg, sink=report)
+            run_training(trainer)
+            if metric not in trainer.last_eval:
+                raise SearchError(
+                    f"search.objective {search.objective!r}: {cfg.env.name} reports no {metric}"
+                )
+            finals.append(trainer.last_eval[metric])
+        return statistics.fmean(finals)
+
+    return run
+
+
+# --- running the study ----------------------------------------------------------------
+
+
+def _progress(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    def show(study: optuna.Study, trial: FrozenTrial) -> None:
+        done = len(study.get_trials(deepcopy=False, states=_FINISHED))
+        value = "" if trial.value is None else f" value {trial.value:.4g}"
+        wall = trial.duration.total_seconds() if trial.duration else float("nan")
+        shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+        print(
+            f"[search] trial {trial.number} {trial.state.name.lower()}{value} in {wall:.1f}s "
+            f"({done}/{n_trials} finished): {shown}",
+            flush=True,
+        )
+
+    return show
+
+
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def _stop_at_total(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Stop this worker once the study holds `n_trials` trials (finished or running)."""
+
+    def stop(study: optuna.Study, trial: FrozenTrial) -> None:
+        if len(study.get_trials(deepcopy=False)) >= n_trials:
+            study.stop()
+
+    return stop
+
+
+def run_worker(params: Params, layout: Layout) -> None:
+    """Run trials in this process until the study has `n_trials` or the timeout passes."""
+    configure_cpu(params.runtime.threads)
+    search = params.search
+    study = open_study(params, layout)
+    missing = search.n_trials - len(study.get_trials(deepcopy=False))
+    if missing <= 0:
+        return
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.optimize(
+        objective(params),
+        n_trials=missing,
+        timeout=search.timeout_s,
+        catch=(NonFiniteError,),
+        callbacks=[_progress(search.n_trials), _stop_at_total(search.n_trials)],
+        gc_after_trial=False,
+    )
+
+
+def search(
+    params: Params,
+    layout: Layout | None = None,
+    workers: int = 1,
+    join: bool = False,
+    params_path: Path = Path("params.yaml"),
+) -> dict[str, Any]:
+    """Run the study with `workers` local processes, then write its reports."""
+    layout = layout or Layout()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not params.search.space:
+        raise SearchError("search.space is empty: add at least one parameter to search")
+    if workers < 1:
+        raise SearchError(f"--workers must be >= 1, got {workers}")
+    start = time.perf_counter()
+    study = open_study(params, layout)
+    if not join:
+        stale = fail_stale_trials(study)
+        if stale:
+            print(f"[search] trials {stale} were left running by a stopped worker: failed")
+    print(
+        f"[search] study {params.search.study_name!r}: {len(study.trials)} trials so far, "
+        f"target {params.search.n_trials}, {workers} worker(s)",
+        flush=True,
+    )
+    extra = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pipelines", "search", "--worker", "--params", str(params_path)],
+            cwd=layout.root,
+        )
+        for _ in range(workers - 1)
+    ]
+    try:
+        run_worker(params, layout)
+    finally:
+        codes = [p.wait() for p in extra]
+    if any(codes):
+        print(f"[search] warning: worker exit codes {codes}", file=sys.stderr)
+    summary = write_reports(open_study(params, layout), params, layout)
+    summary["wall_s"] = round(time.perf_counter() - start, 2)
+    write_json(layout.search_metrics, summary)
+    print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
+    return summary
+
+
+# --- reports --------------------------------------------------------------------------
+
+
+def best_params_document(trial: FrozenTrial, params: Params) -> dict[str, Any]:
+    """The best trial's values as a params.yaml fragment (nested mapping)."""
+    fragment: dict[str, Any] = {}
+    for path, value in trial_values(trial, params.search.space).items():
+        set_path(fragment, path, value)
+    return fragment
+
+
+def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[str, Any]:
+    """best_params.yaml, trials.csv, plots and summary.md; returns the study's metrics."""
+    search = params.search
+    trials = study.get_trials(deepcopy=False)
+    counts = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    summary: dict[str, Any] = {"trials": len(trials), **counts}
+    out = layout.search_reports
+    out.mkdir(parents=True, exist_ok=True)
+    _write_trials_csv(trials, search, out / "trials.csv")
+    best = study.best_trial if complete else None
+    if best is not None:
+        fragment = best_params_document(best, params)
+        header = (
+            f"# Best trial {best.number} of study {search.study_name!r}: "
+            f"{search.objective} {best.value:.4g}.\n# Merge into params.yaml, or run it with "
+            f"`dvc exp run {' '.join(_set_flags(best, params))}`.\n"
+        )
+        write_text(out / "best_params.yaml", header + yaml.safe_dump(fragment, sort_keys=False))
+        summary |= {"best_value": best.value, "best_trial": best.number}
+    plots = _write_plots(study, out, layout.search_html)
+    html = os.path.relpath(layout.search_html, out)
+    write_text(out / "summary.md", _summary_markdown(study, params, best, counts, plots, html))
+    return summary
+
+
+def _set_flags(trial: FrozenTrial, params: Params) -> list[str]:
+    return [
+        f"-S '{path}={json.dumps(value)}'"
+        for path, value in trial_values(trial, params.search.space).items()
+    ]
+
+
+def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Path) -> None:
+    columns = ["number", "state", "value", *search.space, "evaluations", "duration_s"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns)
+    writer.writeheader()
+    for t in trials:
+        row: dict[str, Any] = {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "evaluations": len(t.intermediate_values),
+            "duration_s": round(t.duration.total_seconds(), 3) if t.duration else None,
+        }
+        row |= {k: json.dumps(v) for k, v in trial_values(t, search.space).items()}
+        writer.writerow(row)
+    write_text(path, buffer.getvalue())
+
+
+def _write_plots(study: optuna.Study, out: Path, html_dir: Path) -> list[str]:
+    """Each plot Optuna can draw for this study, as PNG and self-contained HTML."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    html_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in PLOTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
+            try:
+                figure = getattr(optuna.visualization, f"plot_{name}")(study)
+                axes = getattr(optuna.visualization.matplotlib, f"plot_{name}")(study)
+            except (ValueError, RuntimeError) as exc:  # e.g. importances need 2+ trials
+                print(f"[search] no {name} plot: {exc}", flush=True)
+                continue
+        with atomic_path(html_dir / f"{name}.html") as tmp:
+            figure.write_html(str(tmp), include_plotlyjs=True, full_html=True)
+        fig = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
+        fig.set_size_inches(8, 4.5)
+        fig.tight_layout()
+        with atomic_path(out / f"{name}.png") as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _summary_markdown(
+    study: optuna.Study,
+    params: Params,
+    best: FrozenTrial | None,
+    counts: dict[str, int],
+    plots: list[str],
+    html: str,
+) -> str:
+    search = params.search
+    lines = [
+        f"# Search: {search.study_name}",
+        "",
+        f"{search.sampler.upper()} sampler (seed {search.seed}), {search.pruner} pruner; "
+        f"objective: {search.direction} final evaluation {search.objective} "
+        f"(mean over {search.seeds_per_trial} seed(s)).",
+        "",
+        "Trials: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n),
+        "",
+    ]
+    if best is not None:
+        lines += [
+            f"**Best: trial {best.number}, {search.objective} {best.value:.4g}** "
+            "(`best_params.yaml`).",
+            "",
+            "To confirm it on more seeds as DVC experiments:",
+            "",
+            "```bash",
+            *(
+                f"dvc exp run --queue -n best-seed{s} {' '.join(_set_flags(best, params))} "
+                f"-S trainer.seed={s}"
+                for s in (1, 2, 3)
+            ),
+            "dvc queue start && dvc exp show",
+            "```",
+            "",
+        ]
+    ranked = sorted(
+        (
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.value is not None and math.isfinite(t.value)
+        ),
+        key=lambda t: t.value or 0.0,
+        reverse=search.direction == "maximize",
+    )
+    if ranked:
+        lines += [
+            "Completed trials, best first:",
+            "",
+            "| trial | value | " + " | ".join(search.space) + " |",
+            "|---" * (2 + len(search.space)) + "|",
+        ]
+        for t in ranked[:10]:
+            values = trial_values(t, search.space)
+            cells = " | ".join(json.dumps(values.get(k)) for k in search.space)
+            lines.append(f"| {t.number} | {t.value:.4g} | {cells} |")
+        lines.append("")
+    for name in plots:
+        lines += [f"![{name}]({name}.png) ([interactive]({html}/{name}.html))", ""]
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+import csv
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+import pipelines.search as search_module
+from pipelines.layout import Layout
+from pipelines.params import ParamsError, parse_params
+from pipelines.search import open_study, search
+
+TINY = {
+    "name": "tiny-search",
+    "env": {"name": "cartpole", "num_envs": 8},
+    "policy": {"hidden_sizes": [16], "activation": "relu"},
+    "algorithm": {"ppo": {"num_epochs": 2, "num_minibatches": 2}},
+    "trainer": {"total_env_steps": 8 * 16 * 4, "num_steps": 16, "eval_episodes": 2},
+    "search": {
+        "study_name": "tiny",
+        "space": {
+            "algorithm.ppo.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "policy.hidden_sizes": {"type": "categorical", "choices": [[8], [16, 16]]},
+        },
+        "overrides": {"trainer.eval_every_iters": 1},
+        "pruner": "median",
+        "startup_trials": 2,
+        "warmup_evals": 0,
+        "n_trials": 5,
+    },
+}
+
+
+def with_search(**changes):
+    return {**TINY, "search": {**TINY["search"], **changes}}
+
+
+def read_trials(layout):
+    with (layout.search_reports / "trials.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_tiny_study_end_to_end(tmp_path, monkeypatch):
+    params, layout = parse_params(TINY), Layout(tmp_path)
+    # Force trial 3 to report a hopeless first evaluation: the median pruner must stop it.
+    calls = itertools.count()
+    real_run = search_module.run_training
+
+    def forced(trainer, *args, **kwargs):
+        if next(calls) == 3:
+            trainer.sink(0, {"eval/episode_return": -1e9})
+        return real_run(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_training", forced)
+    summary = search(params, layout)
+
+    assert summary["trials"] == 5 and summary["pruned"] >= 1
+    assert summary["complete"] + summary["pruned"] == 5
+    rows = read_trials(layout)
+    assert [r["state"] for r in rows][3] == "PRUNED"
+    assert {r["number"] for r in rows} == {"0", "1", "2", "3", "4"}
+    for name in ("summary.md", "optimization_history.png", "intermediate_values.png"):
+        assert (layout.search_reports / name).stat().st_size > 0
+    assert (layout.search_html / "optimization_history.html").read_text().count("plotly") > 10
+
+    # best_params.yaml merges into params.yaml and passes the same validation.
+    best = yaml.safe_load((layout.search_reports / "best_params.yaml").read_text())
+    merged = {**TINY, "policy": {**TINY["policy"], **best["policy"]}}
+    merged["algorithm"] = {"ppo": {**TINY["algorithm"]["ppo"], **best["algorithm"]["ppo"]}}
+    experiment = parse_params(merged).experiment()
+    assert experiment.ppo.lr == pytest.approx(best["algorithm"]["ppo"]["lr"])
+    assert summary["best_value"] == max(float(r["value"]) for r in rows if r["state"] == "COMPLETE")
+
+    # Resuming a finished study runs no new trial.
+    again = search(params, layout)
+    assert again["trials"] == 5
+
+
+def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path, monkeypatch):
+    params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
+    calls = itertools.count()
+    real_run = search_module.run_training
+
+    def poisoned(trainer, *args, **kwargs):
+        if next(calls) == 1:
+            from rlcore.errors import NonFiniteError
+
+            raise NonFiniteError("the env produced a non-finite obs")
+        return real_run(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_training", poisoned)
+    summary = search(params, layout)
+    assert summary["fail"] == 1 and summary["complete"] == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        (
+            {"space": {"algorithm.ppo.lrate": {"type": "float", "low": 0.1, "high": 0.2}}},
+            "search.space.algorithm.ppo.lrate: unknown parameter path",
+        ),
+        (
+            {"space": {"algorithm.ppo.lr": {"type": "float", "low": 0.1, "high": 0.1}}},
+            "search.space.algorithm.ppo.lr: empty range: low (0.1) must be < high (0.1)",
+        ),
+        (
+            {"space": {"algorithm.ppo.lr": {"type": "float", "low": 0, "high": 1, "log": True}}},
+            "search.space.algorithm.ppo.lr: a log-scale range must be > 0, got low=0",
+        ),
+        ({"sampler": "grid"}, "search.sampler: Input should be 'tpe', 'random' or 'cmaes'"),
+        ({"pruner": "hyperband"}, "search.pruner: Input should be 'median'"),
+        (
+            {"space": {"algorithm.ppo.gamma": {"type": "float", "low": 0.9, "high": 2.0}}},
+            "search.space.algorithm.ppo.gamma: the value 2.0 is invalid",
+        ),
+    ],
+)
+def test_bad_search_space_fails_before_any_trial(changes, line):
+    with pytest.raises(ParamsError) as info:
+        parse_params(with_search(**changes))
+    assert info.value.lines[0].startswith(line), info.value.lines
+
+
+def run_cli(tmp_path, *args, **popen):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(popen.pop("data", TINY)))
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "search", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+def test_two_workers_complete_disjoint_trials(tmp_path):
+    data = with_search(n_trials=6, pruner="none")
+    proc = run_cli(tmp_path, "--workers", "2", data=data)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    study = open_study(parse_params(data), Layout(tmp_path))
+    trials = study.get_trials()
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) and 6 <= len(trials) <= 7  # 7: a benign race
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    # Both processes ran trials: each line of progress names the trial it finished.
+    assert out.count(" complete value ") == len(trials)
+
+
+def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
+    # Slow trials (1,024 steps per evaluation) so the kill lands mid-trial.
+    data = with_search(n_trials=3, pruner="none", overrides={"trainer.eval_every_iters": 8})
+    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 400}
+    worker = run_cli(tmp_path, "--worker", data=data, start_new_session=True)
+    params, layout = parse_params(data), Layout(tmp_path)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if layout.search_journal.exists():
+            running = open_study(params, layout).get_trials(states=(TrialState.RUNNING,))
+            if running:
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the worker never started a trial")
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+
+    study = open_study(params, layout)  # still loadable
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING]
+    # A new search fails the orphan and completes the study.
+    data["trainer"]["total_env_steps"] = 8 * 16 * 4
+    proc = run_cli(tmp_path, data=data)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert "left running by a stopped worker" in out
+    states = [t.state for t in open_study(params, layout).get_trials()]
+    assert states[0] == TrialState.FAIL and states[1:] == [TrialState.COMPLETE] * 2
+
+
+def test_search_cli_rejects_bad_params_with_one_line(tmp_path):
+    proc = run_cli(tmp_path, data=with_search(sampler="grid"))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "search.sampler" in out and "Traceback" not in out
+
+
+def test_study_objects_use_the_configured_sampler_and_pruner(tmp_path):
+    study = open_study(parse_params(with_search(sampler="random", pruner="none")), Layout(tmp_path))
+    assert isinstance(study.sampler, optuna.samplers.RandomSampler)
+    assert isinstance(study.pruner, optuna.pruners.NopPruner)
+    assert Path(Layout(tmp_path).search_journal).exists()
