@@ -197,3 +197,18 @@ def test_study_objects_use_the_configured_sampler_and_pruner(tmp_path):
     assert isinstance(study.sampler, optuna.samplers.RandomSampler)
     assert isinstance(study.pruner, optuna.pruners.NopPruner)
     assert Path(Layout(tmp_path).search_journal).exists()
+
+
+def test_a_sqlalchemy_url_storage_holds_the_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    params = parse_params(with_search(n_trials=2, pruner="none", storage=url))
+    summary = search(params, Layout(tmp_path))
+    assert summary["complete"] == 2
+    assert len(optuna.load_study(study_name="tiny", storage=url).trials) == 2
+    assert not Layout(tmp_path).search_journal.exists()
+
+
+def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
+    params = parse_params(with_search(storage="nosuchdb://user@host/db"))
+    with pytest.raises(search_module.SearchError, match=r"search\.storage 'nosuchdb://"):
+        search(params, Layout(tmp_path))
