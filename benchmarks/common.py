@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rlcore.config import ExperimentConfig
-from rlcore.presets import GRPO_PRESETS, PRESETS
+from rlcore.presets import PRESETS_BY_ALGORITHM
 from rlcore.runtime import configure_cpu
 
 
@@ -121,10 +121,9 @@ def time_interleaved(
 
 def preset_or_note(task: str, what: str, algorithm: str = "ppo") -> ExperimentConfig | None:
     """The task's tuned preset, or None after printing that `what` is skipped without one."""
-    table, name = (GRPO_PRESETS, "GRPO_PRESETS") if algorithm == "grpo" else (PRESETS, "PRESETS")
-    cfg = table.get(task)
+    cfg = PRESETS_BY_ALGORITHM[algorithm].get(task)
     if cfg is None:
-        print(f"note: no preset for {task!r} in rlcore.presets.{name}; skipping {what}")
+        print(f"note: no {algorithm} preset for {task!r} in rlcore.presets; skipping {what}")
     return cfg
 
 

@@ -12,8 +12,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.layout import Layout
+
+if TYPE_CHECKING:
+    from pipelines.params import Params
 
 STAGES = ("train", "evaluate", "video", "report")
 
@@ -37,8 +41,18 @@ def _stage(name: str) -> Callable[..., object]:
     return report
 
 
-def run_stage(name: str, params_path: Path) -> int:
-    """Validate params, run one stage, and turn expected failures into one-line errors."""
+def _guarded(
+    name: str,
+    params_path: Path,
+    action: Callable[[Params], object],
+    errors: Callable[[], tuple[type[Exception], ...]],
+    interrupted: str,
+) -> int:
+    """Validate params, run `action`, and turn expected failures into one-line errors.
+
+    `errors` is called only after the params are valid, so a bad params.yaml is reported
+    before the action's heavy imports (torch, optuna) are paid for.
+    """
     from pipelines.params import ParamsError, load_params
 
     try:
@@ -47,17 +61,39 @@ def run_stage(name: str, params_path: Path) -> int:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
         return 2
-    from rlcore.errors import CheckpointError, NonFiniteError
-
+    expected = errors()
     try:
-        _stage(name)(params)
-    except (FileNotFoundError, CheckpointError, NonFiniteError) as exc:
+        action(params)
+    except expected as exc:
         print(f"error: {name}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"error: {name}: interrupted; earlier outputs were left intact", file=sys.stderr)
+        print(f"error: {name}: interrupted; {interrupted}", file=sys.stderr)
         return 130
     return 0
+
+
+def _stage_errors() -> tuple[type[Exception], ...]:
+    from rlcore.errors import CheckpointError, NonFiniteError
+
+    return (FileNotFoundError, CheckpointError, NonFiniteError)
+
+
+def _search_errors() -> tuple[type[Exception], ...]:
+    from pipelines.search import SearchError
+
+    return (SearchError,)
+
+
+def run_stage(name: str, params_path: Path) -> int:
+    """One DVC stage, with one-line errors (see `_guarded`)."""
+    return _guarded(
+        name,
+        params_path,
+        lambda params: _stage(name)(params),
+        _stage_errors,
+        "earlier outputs were left intact",
+    )
 
 
 def run_search(argv: list[str]) -> int:
@@ -70,28 +106,18 @@ def run_search(argv: list[str]) -> int:
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    from pipelines.params import ParamsError, load_params
 
-    try:
-        params = load_params(args.params)
-    except ParamsError as exc:
-        for line in exc.lines:
-            print(f"error: {exc.path}: {line}", file=sys.stderr)
-        return 2
-    from pipelines.search import SearchError, run_worker, search
+    def run(params: Params) -> None:
+        from pipelines.search import run_worker, search
 
-    try:
         if args.worker:
             run_worker(params, Layout())
         else:
             search(params, workers=args.workers, join=args.join, params_path=args.params)
-    except SearchError as exc:
-        print(f"error: search: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: search: interrupted; the study keeps every finished trial", file=sys.stderr)
-        return 130
-    return 0
+
+    return _guarded(
+        "search", args.params, run, _search_errors, "the study keeps every finished trial"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

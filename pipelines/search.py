@@ -49,6 +49,7 @@ from rlcore.trainer import Trainer
 
 OBJECTIVE_METRICS = {"return": "eval/episode_return", "success": "eval/success_rate"}
 PLOTS = ("optimization_history", "param_importances", "intermediate_values")
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 class SearchError(RuntimeError):
@@ -196,9 +197,6 @@ def _progress(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]:
         )
 
     return show
-
-
-_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 def _stop_at_total(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]:

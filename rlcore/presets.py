@@ -68,11 +68,19 @@ GRPO_PRESETS: dict[str, ExperimentConfig] = {
 }
 
 
+PRESETS_BY_ALGORITHM: dict[str, dict[str, ExperimentConfig]] = {
+    "ppo": PRESETS,
+    "grpo": GRPO_PRESETS,
+}
+
+
 def preset(name: str, algorithm: str = "ppo") -> ExperimentConfig:
     """Return the tuned configuration of a builtin task for `algorithm` (ppo or grpo)."""
-    table = GRPO_PRESETS if algorithm == "grpo" else PRESETS
-    if algorithm not in ("ppo", "grpo"):
-        raise ValueError(f"algorithm must be 'ppo' or 'grpo', got {algorithm!r}")
+    if algorithm not in PRESETS_BY_ALGORITHM:
+        raise ValueError(
+            f"algorithm must be one of {list(PRESETS_BY_ALGORITHM)}, got {algorithm!r}"
+        )
+    table = PRESETS_BY_ALGORITHM[algorithm]
     if name not in table:
         raise ValueError(f"{algorithm} preset must be one of {sorted(table)}, got {name!r}")
     return table[name]

@@ -57,6 +57,7 @@ class Trainer:
         self.generator.manual_seed(tc.seed + 1)
         spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=not grpo, with_mask=grpo)
         self.rollout = make_rollout(spec)
+        self.algo: Algorithm
         groups = None
         if grpo:
             groups = GroupEpisodes(
@@ -64,14 +65,12 @@ class Trainer:
                 restart_groups=cfg.grpo.episode_mode == "restart_groups",
                 reset_every_rollout=cfg.grpo.reset_every_rollout,
             )
-        self.collector = SyncCollector(
-            self.env, self.policy, self.rollout, self.generator, groups=groups
-        )
-        self.algo: Algorithm
-        if grpo:
             self.algo = GRPO(self.policy, cfg.grpo, cfg.total_iters, self.generator)
         else:
             self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)
+        self.collector = SyncCollector(
+            self.env, self.policy, self.rollout, self.generator, groups=groups
+        )
         self.iteration = 0
         self.collector.reset(seed=tc.seed)
         self.last_eval: dict[str, float] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -34,37 +34,6 @@ def resolve_microbatch_size(
         return None
     budget = nominal_bytes(rollout) // 2
     return max(budget // policy.activation_bytes_per_sample(), MIN_AUTO_MICROBATCH)
-
-
-def accumulated_step(
-    optimizer: torch.optim.Optimizer,
-    parameters: Iterable[torch.nn.Parameter],
-    size: int,
-    chunk: int | None,
-    loss_fn: LossFn,
-    max_grad_norm: float | None,
-) -> torch.Tensor:
-    """One optimizer step on a minibatch of `size` rows; returns the minibatch's mean stats.
-
-    The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / size` over
-    chunks gives the same gradient while only one chunk's activations are alive.
-    """
-    optimizer.zero_grad(set_to_none=True)
-    if chunk is None or chunk >= size:
-        loss, stats = loss_fn(slice(0, size))
-        loss.backward()
-    else:
-        stats = None
-        for start in range(0, size, chunk):
-            weight = (min(start + chunk, size) - start) / size
-            loss, part_stats = loss_fn(slice(start, start + chunk))
-            (loss * weight).backward()
-            stats = part_stats * weight if stats is None else stats + part_stats * weight
-        assert stats is not None
-    if max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-    optimizer.step()
-    return stats
 
 
 class PolicyOptimizer:
@@ -101,10 +70,28 @@ class PolicyOptimizer:
     def step(
         self, size: int, chunk: int | None, loss_fn: LossFn, max_grad_norm: float | None
     ) -> torch.Tensor:
-        """`accumulated_step` on this policy's parameters; returns the minibatch's stats."""
-        return accumulated_step(
-            self.adam, self.policy.parameters(), size, chunk, loss_fn, max_grad_norm
-        )
+        """One Adam step on a minibatch of `size` rows; returns the minibatch's mean stats.
+
+        The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / size`
+        over chunks of `chunk` rows gives the same gradient while only one chunk's
+        activations are alive (`chunk` None: the whole minibatch at once).
+        """
+        self.adam.zero_grad(set_to_none=True)
+        if chunk is None or chunk >= size:
+            loss, stats = loss_fn(slice(0, size))
+            loss.backward()
+        else:
+            stats = None
+            for start in range(0, size, chunk):
+                weight = (min(start + chunk, size) - start) / size
+                loss, part_stats = loss_fn(slice(start, start + chunk))
+                (loss * weight).backward()
+                stats = part_stats * weight if stats is None else stats + part_stats * weight
+            assert stats is not None
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_grad_norm)
+        self.adam.step()
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.adam.state_dict(), "num_updates": self.num_updates, "lr": self.lr}
