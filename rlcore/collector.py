@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv
+from rlcore.episodes import episode_segments
 from rlcore.policies import Actor
 from rlcore.rollout import (
     ACTION,
@@ -15,6 +16,7 @@ from rlcore.rollout import (
     FINAL_VALUE,
     MASK,
     OBS,
+    REWARD,
     SAMPLE_LOG_PROB,
     SUCCESS,
     VALUE,
@@ -143,12 +145,12 @@ class SyncCollector:
         self._obs_at_end = False
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
         n, horizon, dev = env.num_envs, num_steps(rollout), env.device
-        # Running return and length of the current episodes, and their value at every step
-        # (read where `done`), time-major: [2, N] and [T, 2, N] (float32 counts are exact
-        # up to 2^24 steps; half the memory traffic of float64 on every step).
+        # Return and length of the episodes running when the rollout starts ([2, N]); episode
+        # sums are taken once per rollout (`rlcore.episodes`), not step by step.
         self._running = torch.zeros(2, n, device=dev)
-        self._running_at = torch.zeros(horizon, 2, n, device=dev)
-        self._one = torch.ones((), device=dev)
+        # Grouped episodes cut short by a group restart, time-major [T, N]: they end there
+        # for the sums but are never reported.
+        self._cut = torch.zeros(horizon, n, dtype=torch.bool, device=dev)
         # Grouped episodes: members whose group episode ended and who wait for their group.
         self._waiting = torch.zeros(n, dtype=torch.bool, device=dev)
         if groups is not None:
@@ -173,12 +175,13 @@ class SyncCollector:
             obs[:, 0] = obs[:, -1]
         if self._with_value:
             ro[FINAL_VALUE].zero_()
+        if groups is not None and groups.restart_groups:
+            self._cut.zero_()
         for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
             out = policy.act(views.obs, self.generator)
             views.action.copy_(out.action)
             views.log_prob.copy_(out.log_prob)
             env.step(out.action, slot)
-            self._track_episodes(t, slot.reward, slot.done)
             if groups is not None:
                 self._group_step(t, slot.done, slot.next_obs)
             if self._with_value:
@@ -194,13 +197,6 @@ class SyncCollector:
         self._obs_at_end = True
         return self._finished_episodes()
 
-    def _track_episodes(self, t: int, reward: torch.Tensor, done: torch.Tensor) -> None:
-        # Row 0: running return, row 1: running length; one op updates or resets both.
-        self._running[0].add_(reward)
-        self._running[1].add_(self._one)
-        self._running_at[t].copy_(self._running)
-        self._running.masked_fill_(done, 0.0)
-
     def _group_step(self, t: int, done: torch.Tensor, next_obs: torch.Tensor) -> None:
         """Write `mask[:, t]`, then reset every group whose members are all done."""
         assert self.groups is not None
@@ -215,21 +211,35 @@ class SyncCollector:
         ids = (finished.nonzero() * size + self._group_offsets).reshape(-1)
         next_obs[ids] = self.env.reset(env_ids=ids, group_size=size)[ids]
         self._waiting[ids] = False
-        self._running[:, ids] = 0.0  # the members' cut solo episodes are not counted
+        self._cut[t].index_fill_(0, ids, True)  # the members' solo episodes are not counted
 
     def _finished_episodes(self) -> EpisodeStats:
         """Return, length (and success) of every episode that ended in this rollout.
 
         Grouped collection counts only episodes inside the loss mask (group episodes).
+        Episodes are listed env by env, each env's in the order they ended.
         """
-        done = self.rollout[DONE][:, :-1].T  # [T, N], contiguous in this layout
-        if MASK in self.rollout:
-            done = done & self.rollout[MASK][:, :-1].T
-        success = self.rollout.get(SUCCESS, None)
+        ro = self.rollout
+        done = ro[DONE][:, :-1]
+        ends = done.T  # [T, N], contiguous in this layout
+        if self.groups is not None and self.groups.restart_groups:
+            ends = ends | self._cut
+        seg = episode_segments(ro[REWARD][:, :-1].T, ends, self._running)
+        self._running.copy_(seg.carry)
+        where = seg.env, seg.step
+        success = ro.get(SUCCESS, None)
+        stats = EpisodeStats(
+            returns=seg.returns,
+            lengths=seg.lengths,
+            successes=None if success is None else success[where],
+        )
+        if MASK not in ro:
+            return stats
+        counted = done[where] & ro[MASK][where]
         return EpisodeStats(
-            returns=self._running_at[:, 0][done],
-            lengths=self._running_at[:, 1][done].long(),
-            successes=None if success is None else success[:, :-1].T[done],
+            returns=stats.returns[counted],
+            lengths=stats.lengths[counted],
+            successes=None if stats.successes is None else stats.successes[counted],
         )
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -36,7 +36,7 @@ def test_episode_stats_match_a_plain_loop_across_rollouts():
     running_ret, running_len = [0.0] * 4, [0] * 4
     for _ in range(3):
         stats = collector.collect()
-        expected = []  # episodes in order of ending step, then env index
+        expected = []  # episodes env by env, each env's in order
         for t in range(64):
             for n in range(4):
                 running_ret[n] += ro[REWARD][n, t].item()
@@ -44,6 +44,7 @@ def test_episode_stats_match_a_plain_loop_across_rollouts():
                 if ro[DONE][n, t]:
                     expected.append((n, t, running_ret[n], running_len[n]))
                     running_ret[n], running_len[n] = 0.0, 0
+        expected.sort()
         assert stats.returns.tolist() == pytest.approx([e[2] for e in expected])
         assert stats.lengths.tolist() == [e[3] for e in expected]
     # CartPole gives +1 per step, so return equals length
@@ -122,30 +123,45 @@ def grouped(mode_restart=True, num_envs=8, group_size=4, num_steps=64, reset_eve
     return env, rollout, collector
 
 
-def test_restart_groups_masks_early_finishers_and_restarts_groups_together():
-    _, rollout, collector = grouped()
+@pytest.mark.parametrize("reset_every_rollout", [True, False])
+def test_restart_groups_masks_early_finishers_and_restarts_groups_together(reset_every_rollout):
+    _, rollout, collector = grouped(reset_every_rollout=reset_every_rollout)
     restarts = 0
-    for _ in range(2):
+    since_start = [0] * 8  # steps since the member's group episode started
+    for _ in range(3):
         stats = collector.collect()
         obs, done, mask = rollout[OBS], rollout[DONE], rollout[MASK]
         assert VALUE not in rollout
-        # Every rollout starts from a group reset: members of a group share the start.
-        for g in range(2):
-            assert torch.equal(obs[4 * g : 4 * g + 4, 0], obs[4 * g, 0].expand(4, -1))
+        if reset_every_rollout:
+            # Every rollout starts from a group reset: members of a group share the start.
+            for g in range(2):
+                assert torch.equal(obs[4 * g : 4 * g + 4, 0], obs[4 * g, 0].expand(4, -1))
+            since_start = [0] * 8
         # Replay the rule: a member is in the loss until its own done; once all members of
         # its group are done, the group restarts together from one shared state.
-        waiting = torch.zeros(8, dtype=torch.bool)
+        # (members still waiting from the previous rollout are the ones masked at t = 0)
+        waiting = ~mask[:, 0]
+        expected_lengths = []
         for t in range(64):
             assert torch.equal(mask[:, t], ~waiting), t
+            for n in range(8):
+                since_start[n] += 1
+                if done[n, t] and mask[n, t]:
+                    expected_lengths.append((n, t, since_start[n]))
             waiting |= done[:, t]
             for g in range(2):
                 members = slice(4 * g, 4 * g + 4)
                 if waiting[members].all():
                     restarts += 1
                     waiting[members] = False
+                    since_start[members] = [0] * 4
                     assert torch.equal(obs[members, t + 1], obs[4 * g, t + 1].expand(4, -1))
-        # Episode statistics count group episodes only: one per done inside the mask.
+        # Episode statistics count group episodes only: one per done inside the mask, as
+        # long as the steps since its group started (CartPole pays +1 per step).
         assert stats.returns.numel() == int((done[:, :-1] & mask[:, :-1]).sum())
+        expected_lengths = [length for _, _, length in sorted(expected_lengths)]
+        assert stats.lengths.tolist() == expected_lengths
+        assert stats.returns.tolist() == [float(x) for x in expected_lengths]
     assert restarts >= 4  # untrained CartPole episodes last ~10-40 steps
 
 
