@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         {
             **params.search.overrides,
             **best,
-            "trainer.seed": args.fresh_seed,
+            "seeds": [args.fresh_seed],
             "trainer.stop_at_eval_return": SOLVED_RETURN,
         },
     )

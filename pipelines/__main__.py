@@ -1,7 +1,8 @@
 """`python -m pipelines <command>`: the DVC stages, the Prefect flow and its schedule.
 
-Stages (DVC runs these; see dvc.yaml): train, evaluate, video, report; and search
-(search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
+Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run per seed of
+`seeds`), video, report; and search (search/dvc.yaml: an Optuna study, `search --workers N`
+for N local processes). `compare [RUN ...]`: a report across experiments and revisions.
 Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from pipelines.params import Params
 
 STAGES = ("train", "evaluate", "video", "report")
+SEEDED_STAGES = ("train", "evaluate")
 
 
 def _stage(name: str) -> Callable[..., object]:
@@ -74,9 +76,10 @@ def _guarded(
 
 
 def _stage_errors() -> tuple[type[Exception], ...]:
+    from pipelines.report import SeedResultsError
     from rlcore.errors import CheckpointError, NonFiniteError
 
-    return (FileNotFoundError, CheckpointError, NonFiniteError)
+    return (FileNotFoundError, CheckpointError, NonFiniteError, SeedResultsError)
 
 
 def _search_errors() -> tuple[type[Exception], ...]:
@@ -85,13 +88,28 @@ def _search_errors() -> tuple[type[Exception], ...]:
     return (SearchError,)
 
 
-def run_stage(name: str, params_path: Path) -> int:
-    """One DVC stage, with one-line errors (see `_guarded`)."""
+class _UnknownSeedError(ValueError):
+    pass
+
+
+def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
+    """One DVC stage (of one seed for train and evaluate), with one-line errors."""
+
+    def run(params: Params) -> None:
+        if seed is None:
+            _stage(name)(params)
+            return
+        if seed not in params.seeds:
+            raise _UnknownSeedError(
+                f"--seed {seed} is not one of {params_path}'s seeds {params.seeds}"
+            )
+        _stage(name)(params, Layout(seed=seed))
+
     return _guarded(
         name,
         params_path,
-        lambda params: _stage(name)(params),
-        _stage_errors,
+        run,
+        lambda: (*_stage_errors(), _UnknownSeedError),
         "earlier outputs were left intact",
     )
 
@@ -132,11 +150,24 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.serve import serve_main
 
         return serve_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
-    parser.add_argument("command", choices=[*STAGES, "search", "flow", "serve"])
+    if argv and argv[0] == "compare":
+        from pipelines.compare import compare_main
+
+        return compare_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=[*STAGES, "search", "compare", "flow", "serve"])
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument(
+        "--seed", type=int, help="train/evaluate: which of `seeds` (default: the first)"
+    )
     args = parser.parse_args(argv)
-    return run_stage(args.command, args.params)
+    if args.seed is not None and args.command not in SEEDED_STAGES:
+        parser.error(f"--seed applies to {' and '.join(SEEDED_STAGES)} only")
+    return run_stage(args.command, args.params, args.seed)
 
 
 if __name__ == "__main__":

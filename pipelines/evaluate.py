@@ -14,18 +14,23 @@ from rlcore.trained import load_trained_policy
 
 
 def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
-    """Run `evaluation.episodes` episodes in parallel and write `metrics/eval.json`.
+    """Evaluate the policy trained on `layout.seed` (default: the first of `seeds`): run
+    `evaluation.episodes` episodes in parallel and write `metrics/seeds/<seed>/eval.json`.
 
-    The seed (`evaluation.seed`) is one the trainer never uses, so the score is not the one
-    training stopped on.
+    The evaluation seed (`evaluation.seed`) is one the trainer never uses, so the score is
+    not the one training stopped on.
     """
-    layout = layout or Layout()
+    layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
-    cfg = params.experiment()
+    cfg = params.experiment(seed=layout.seed)
     policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
     ev = params.evaluation
     env = make_env(cfg.env, num_envs=ev.episodes)
-    print(f"[evaluate] {ev.episodes} episodes of {cfg.env.name}, seed {ev.seed}", flush=True)
+    print(
+        f"[evaluate] training seed {layout.seed}: {ev.episodes} episodes of {cfg.env.name}, "
+        f"evaluation seed {ev.seed}",
+        flush=True,
+    )
     start = time.perf_counter()
     episodes = run_episodes(policy, env, seed=ev.seed)
     returns = episodes.returns

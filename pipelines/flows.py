@@ -6,6 +6,8 @@ stage code never imports Prefect.
 
 Usage:
     python -m pipelines flow [--project-dir D] [--stages S ...] [--variant NAME -S key=value ...]
+    python -m pipelines flow --search
+    python -m pipelines flow --compare [RUN ...]
 
 The schedule that re-runs this flow lives in `pipelines/serve.py`.
 """
@@ -40,6 +42,7 @@ from pipelines.params import Params, load_params
 STAGES = ("train", "evaluate", "video", "report")
 REPORT = Layout().report  # relative to the project dir
 SEARCH_SUMMARY = Layout().search_reports / "summary.md"
+COMPARE_REPORT = Layout().compare_report
 SEARCH_DVCFILE = "search/dvc.yaml"  # outside dvc.yaml: a plain `dvc repro` never searches
 TAIL_LINES = 20
 # DVC's own error lines when another DVC process holds the repo lock or a stage's rwlock.
@@ -270,6 +273,33 @@ def search_flow(project_dir: str = ".") -> dict[str, Any]:
     return {"study": name, "metrics": metrics, "artifacts": keys}
 
 
+@task(cache_policy=NO_CACHE)
+def compare_runs(project_dir: str, runs: list[str]) -> dict[str, Any]:
+    """Write the comparison pages (reads git and DVC; a failure is not worth a retry)."""
+    from pipelines.compare import compare, problems_of
+
+    page = compare(Path(project_dir), runs)
+    return {
+        "runs": [run.label for run in page.runs],
+        "differing_params": page.param_keys,
+        "problems": [f"{run.label}: {p}" for run in page.runs for p in problems_of(run)],
+    }
+
+
+@flow(name="compare")
+def compare_flow(project_dir: str = ".", runs: list[str] | None = None) -> dict[str, Any]:
+    """Compare runs (`python -m pipelines compare`) and publish the page as an artifact.
+
+    Not a DVC stage: it reads every experiment and revision, not one pipeline's inputs.
+    """
+    root = _project_root(project_dir)
+    name = load_params(root / "params.yaml").name
+    result = compare_runs(str(root), list(runs or []))
+    key = artifact_key(name, "compare")
+    publish_report(str(root), key, COMPARE_REPORT)
+    return {**result, "metrics": {}, "artifacts": {"compare": key}}
+
+
 def _flow_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipelines flow", description=__doc__)
     parser.add_argument("--project-dir", default=".", help="the DVC project root (default .)")
@@ -278,6 +308,10 @@ def _flow_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--search", action="store_true", help="run the Optuna search stage instead (search flow)"
     )
+    parser.add_argument(
+        "--compare", nargs="*", metavar="RUN",
+        help="compare runs instead (compare flow): experiment names, git revisions, workspace",
+    )  # fmt: skip
     parser.add_argument(
         "-S", "--set-param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a param for the variant (dvc exp run -S); needs --variant",
@@ -303,10 +337,14 @@ def flow_main(argv: list[str] | None = None) -> int:
         parser.error("-S/--set-param needs --variant NAME (the DVC experiment to create)")
     if args.search and (args.variant or args.stages):
         parser.error("--search runs the search stage alone: drop --stages/--variant")
+    if args.compare is not None and (args.variant or args.stages or args.search):
+        parser.error("--compare runs alone: drop --stages/--variant/--search")
     if checked_params(args.project_dir) is None:
         return 2
     if args.search:
         state = search_flow(project_dir=args.project_dir, return_state=True)
+    elif args.compare is not None:
+        state = compare_flow(project_dir=args.project_dir, runs=args.compare, return_state=True)
     else:
         state = experiment_flow(
             project_dir=args.project_dir,
@@ -321,4 +359,6 @@ def flow_main(argv: list[str] | None = None) -> int:
         return 1
     for file, values in result["metrics"].items():
         print("  ".join([file, *(f"{name}={value:g}" for name, value in values.items())]))
+    if "runs" in result:
+        print(f"compared {', '.join(result['runs'])}: {COMPARE_REPORT}")
     return 0

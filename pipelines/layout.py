@@ -1,7 +1,13 @@
-"""Where each stage reads and writes, relative to the project root (mirrors `dvc.yaml`)."""
+"""Where each stage reads and writes, relative to the project root (mirrors `dvc.yaml`).
+
+Training and evaluation run once per seed (a DVC matrix): their files live under
+`outputs/seeds/<seed>/` and `metrics/seeds/<seed>/`, for the layout's `seed`. The video, the
+run report and the search are per experiment.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,10 +15,19 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Layout:
     root: Path = Path(".")
+    seed: int = 0
+
+    def for_seed(self, seed: int) -> Layout:
+        return dataclasses.replace(self, seed=seed)
+
+    @property
+    def seed_metrics(self) -> Path:
+        """Every seed's metrics directory lives here (the report stage depends on it)."""
+        return self.root / "metrics" / "seeds"
 
     @property
     def checkpoints(self) -> Path:
-        return self.root / "outputs" / "checkpoints"
+        return self.root / "outputs" / "seeds" / str(self.seed) / "checkpoints"
 
     @property
     def final_checkpoint(self) -> Path:
@@ -25,15 +40,20 @@ class Layout:
 
     @property
     def train_metrics(self) -> Path:
-        return self.root / "metrics" / "train.json"
+        return self.seed_metrics / str(self.seed) / "train.json"
 
     @property
     def curve(self) -> Path:
-        return self.root / "metrics" / "curve.csv"
+        return self.seed_metrics / str(self.seed) / "curve.csv"
 
     @property
     def eval_metrics(self) -> Path:
-        return self.root / "metrics" / "eval.json"
+        return self.seed_metrics / str(self.seed) / "eval.json"
+
+    @property
+    def summary_metrics(self) -> Path:
+        """Means and standard deviations over the seeds (the report stage)."""
+        return self.root / "metrics" / "summary.json"
 
     @property
     def video_metrics(self) -> Path:
@@ -54,6 +74,19 @@ class Layout:
     @property
     def curve_png(self) -> Path:
         return self.report_dir / "curve.png"
+
+    @property
+    def compare_report(self) -> Path:
+        """`python -m pipelines compare`: Markdown page; the HTML page and figures beside it."""
+        return self.root / "reports" / "compare.md"
+
+    @property
+    def compare_html(self) -> Path:
+        return self.root / "reports" / "compare.html"
+
+    @property
+    def compare_dir(self) -> Path:
+        return self.root / "reports" / "compare"
 
     @property
     def search_journal(self) -> Path:

@@ -8,6 +8,7 @@ names its location, e.g. `algorithm.ppo.clip_eps: must be > 0, got -1.0`.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -154,6 +155,11 @@ class Params(_Section):
     """The whole experiment (see `params.yaml` for the defaults with comments)."""
 
     name: str = Field("experiment", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        description="training seeds: `dvc repro` trains and evaluates one run per seed",
+    )
     env: EnvConfig = Field(default_factory=EnvConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     algorithm: AlgorithmParams = Field(default_factory=AlgorithmParams)
@@ -164,13 +170,34 @@ class Params(_Section):
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     search: SearchParams = Field(default_factory=SearchParams)
 
-    def experiment(self) -> ExperimentConfig:
-        """The rlcore configuration of the training run (its hash guards checkpoints)."""
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        if any(seed < 0 for seed in value):
+            raise ValueError(f"must be >= 0, got {value}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"must be distinct, got {value}")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_trainer_seed(cls, data: Any) -> Any:
+        trainer = data.get("trainer") if isinstance(data, dict) else None
+        if isinstance(trainer, dict) and "seed" in trainer:
+            raise ValueError("trainer.seed moved to the top-level `seeds` list (one run per seed)")
+        return data
+
+    def experiment(self, seed: int | None = None) -> ExperimentConfig:
+        """The rlcore configuration of one training run (its hash guards checkpoints).
+
+        `seed` is one of `seeds` (default: the first).
+        """
+        seed = self.seeds[0] if seed is None else seed
         return ExperimentConfig(
             env=self.env,
             policy=self.policy,
             ppo=self.algorithm.ppo,
-            trainer=self.trainer,
+            trainer=replace(self.trainer, seed=seed),
             algorithm=self.algorithm.name,
             grpo=self.algorithm.grpo,
         )
@@ -187,7 +214,8 @@ def describe_errors(error: ValidationError) -> list[str]:
         loc = [str(part) for part in item["loc"]]
         message = item["msg"]
         match = _LIBRARY_MESSAGE.match(message)
-        if match and loc and match.group(1) == loc[-1]:
+        if match and (not loc or match.group(1) == loc[-1]):
+            loc = loc or [match.group(1)]
             loc.append(match.group(2))
             message = match.group(3)
         elif message.startswith("Value error, "):
@@ -236,6 +264,7 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 def apply_values(params: Params, values: dict[str, Any]) -> Params:
     """`params` with dotted-path `values` applied, validated exactly like params.yaml."""
     data = params.model_dump(mode="json")
+    del data["trainer"]["seed"]  # the seeds are the top-level `seeds`
     for dotted, value in values.items():
         set_path(data, dotted, value)
     return parse_params(data, check_search=False)

@@ -1,52 +1,32 @@
-"""The `report` stage: a Markdown page of this run, with its learning curve as a PNG."""
+"""The `report` stage: a Markdown page of the experiment over all its seeds, with its
+learning curve (mean and range over seeds) as a PNG, and `metrics/summary.json`."""
 
 from __future__ import annotations
 
-import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.files import atomic_path, read_csv, read_json, write_text
+from pipelines.aggregate import (
+    FINAL_METRICS,
+    SeedRun,
+    band,
+    load_seeds,
+    summarize,
+    summary_json,
+    workspace_reader,
+)
+from pipelines.files import write_json, write_text
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.plots import plot_bands
 
 
-def plot_curve(rows: list[dict[str, float]], path: Path, title: str) -> None:
-    """Evaluation return (and training return) against env steps, written atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    steps = [r["env_steps"] for r in rows]
-    ax.plot(steps, [r["eval_return"] for r in rows], marker="o", ms=3, label="evaluation")
-    train = [
-        (r["env_steps"], r["train_return"])
-        for r in rows
-        if not math.isnan(r.get("train_return", math.nan))
-    ]
-    if train:
-        ax.plot(*zip(*train, strict=True), alpha=0.6, label="training episodes")
-    ax.set(xlabel="env steps", ylabel="episode return", title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+class SeedResultsError(ValueError):
+    """A seed's result file is malformed (missing ones raise FileNotFoundError)."""
 
 
-def _table(metrics: dict[str, float]) -> str:
-    lines = ["| metric | value |", "|---|---|"]
-    for key in sorted(metrics):
-        value = metrics[key]
-        shown = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
-        lines.append(f"| {key} | {shown} |")
-    return "\n".join(lines)
-
-
-def _algorithm_line(params: Params) -> str:
+def algorithm_line(params: Params) -> str:
     if params.algorithm.name == "grpo":
         grpo = params.algorithm.grpo
         return (
@@ -68,44 +48,87 @@ def _optimizer_line(params: Params) -> str:
     return f"{line}, clip {cfg.clip_eps:g}"
 
 
-def render_report(params: Params, layout: Layout) -> str:
+def seeds_table(seeds: Sequence[SeedRun]) -> str:
+    """One row per seed and a mean ± std row, for the final metrics any seed reports."""
+    stats = summarize(seeds)
+    metrics = [m for m in FINAL_METRICS if m.key in stats]
+    lines = [
+        "| seed | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|" + "---|" * len(metrics),
+    ]
+    for run in seeds:
+        cells = []
+        for m in metrics:
+            value = run.final(m)
+            cells.append("-" if value is None else format(value, m.spec))
+        lines.append(f"| {run.seed} | " + " | ".join(cells) + " |")
+    if len(seeds) > 1:
+        lines.append(
+            "| **mean ± std** | " + " | ".join(stats[m.key].format(m.spec) for m in metrics) + " |"
+        )
+    return "\n".join(lines)
+
+
+def render_report(params: Params, layout: Layout, seeds: Sequence[SeedRun]) -> str:
     """The page's Markdown (the curve PNG must be written beside it)."""
-    train = read_json(layout.train_metrics, "train")
-    evaluation = read_json(layout.eval_metrics, "evaluate")
     env, trainer = params.env, params.trainer
+    stats = summarize(seeds)
+    ret = stats["eval_return"]
+    over = f"over {ret.count} seeds (sample std)" if ret.count > 1 else "on one seed"
+    success = stats.get("success_rate")
+    success_line = "" if success is None else f" Success rate {success.format('.2f')}."
     video = os.path.relpath(layout.video, layout.report_dir)
+    episodes = seeds[0].evaluation["episodes"] if seeds[0].evaluation else "?"
     return f"""# {params.name}
 
-{_algorithm_line(params)} on `{env.name}`: {env.num_envs} envs x {trainer.num_steps} steps
-per rollout, {trainer.total_env_steps:,} env steps budget, seed {trainer.seed}; policy
+{algorithm_line(params)} on `{env.name}`: {env.num_envs} envs x {trainer.num_steps} steps
+per rollout, {trainer.total_env_steps:,} env steps budget, seeds {list(params.seeds)}; policy
 {list(params.policy.hidden_sizes)} {params.policy.activation}; {_optimizer_line(params)}.
 
 ## Evaluation
 
-{evaluation["episodes"]} deterministic episodes on seed {params.evaluation.seed} (never used
-in training): return **{evaluation["return_mean"]:.2f} ± {evaluation["return_std"]:.2f}**.
+{episodes} deterministic episodes per seed on evaluation seed {params.evaluation.seed} (never
+used in training): return **{ret.format(".2f")}** {over}.{success_line}
 
-{_table(evaluation)}
+{seeds_table(seeds)}
 
 ## Training
 
-{_table(train)}
-
 ![learning curve]({layout.curve_png.name})
+
+Evaluation return during training: the line is the mean over seeds, the band their range.
 
 ## Video
 
-[{params.video.episodes} evaluation episodes]({video}) (`dvc pull` or `dvc repro video` if
-it is not in your workspace).
+[{params.video.episodes} evaluation episodes]({video}) of the policy trained on seed
+{params.seeds[0]} (`dvc pull` or `dvc repro video` if it is not in your workspace).
 """
 
 
+def _checked(seeds: list[SeedRun]) -> list[SeedRun]:
+    """The report stage runs after every seed's stages: any gap is an error, not a footnote."""
+    for run in seeds:
+        for problem in run.problems:
+            if " is missing: " in problem:
+                raise FileNotFoundError(problem)
+            raise SeedResultsError(problem)
+    return seeds
+
+
 def report(params: Params, layout: Layout | None = None) -> Path:
-    """Write `reports/run/report.md` and `reports/run/curve.png`; return the page's path."""
+    """Write `reports/run/report.md`, `reports/run/curve.png` and `metrics/summary.json`."""
     layout = layout or Layout()
-    rows = read_csv(layout.curve, "train")
-    text = render_report(params, layout)
-    plot_curve(rows, layout.curve_png, f"{params.name}: learning curve")
+    seeds = _checked(load_seeds(workspace_reader(layout.root), Layout(), params.seeds))
+    text = render_report(params, layout, seeds)
+    curve = band([run.curve or [] for run in seeds], "env_steps", "eval_return")
+    plot_bands(
+        [] if curve is None else [(params.name, curve)],
+        layout.curve_png,
+        f"{params.name}: evaluation return during training",
+        "env steps",
+        "episode return",
+    )
+    write_json(layout.summary_metrics, summary_json(seeds))
     write_text(layout.report, text)
-    print(f"[report] wrote {layout.report}", flush=True)
+    print(f"[report] wrote {layout.report} ({len(seeds)} seeds)", flush=True)
     return layout.report

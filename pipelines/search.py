@@ -389,15 +389,12 @@ def _summary_markdown(
             f"**Best: trial {best.number}, {search.objective} {best.value:.4g}** "
             "(`best_params.yaml`).",
             "",
-            "To confirm it on more seeds as DVC experiments:",
+            f"To confirm it on every seed of `seeds` {params.seeds} as a DVC experiment, and "
+            "compare it with the baseline:",
             "",
             "```bash",
-            *(
-                f"dvc exp run --queue -n best-seed{s} {' '.join(_set_flags(best, params))} "
-                f"-S trainer.seed={s}"
-                for s in (1, 2, 3)
-            ),
-            "dvc queue start && dvc exp show",
+            f"dvc exp run -n best-trial-{best.number} {' '.join(_set_flags(best, params))}",
+            "python -m pipelines compare",
             "```",
             "",
         ]

@@ -1,10 +1,11 @@
 """The `train` stage: training with a learning curve and resumable progress.
 
-Outputs (see `Layout`): `outputs/checkpoints/final.pt`, `metrics/curve.csv` (one row per
-evaluation) and `metrics/train.json`. Each is replaced atomically only when training
-completes, so a failed or interrupted run leaves the previous ones intact. Progress is saved
-to `outputs/checkpoints/resume.pt` every `trainer.checkpoint_every_iters` iterations; the
-next run of the same configuration continues from it bit-identically.
+One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`,
+`metrics/seeds/S/curve.csv` (one row per evaluation) and `metrics/seeds/S/train.json`. Each
+is replaced atomically only when training completes, so a failed or interrupted run leaves
+the previous ones intact. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
+`trainer.checkpoint_every_iters` iterations; the next run of the same configuration
+continues from it bit-identically.
 """
 
 from __future__ import annotations
@@ -115,15 +116,16 @@ def run_training(
 
 
 def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
-    """Run the `train` stage and return the metrics it writes to `metrics/train.json`."""
-    layout = layout or Layout()
+    """Run the `train` stage for `layout.seed` (default: the first of `seeds`) and return
+    the metrics it writes to `metrics/seeds/<seed>/train.json`."""
+    layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
-    cfg = params.experiment()
+    cfg = params.experiment(seed=layout.seed)
     curve = Curve(total_env_steps=cfg.total_iters * cfg.steps_per_iter)
     trainer = Trainer(cfg, sink=curve)
     _resume(trainer, curve, layout)
     print(
-        f"[train] {params.name}: {cfg.env.name}, {cfg.env.num_envs} envs x "
+        f"[train] {params.name} seed {layout.seed}: {cfg.env.name}, {cfg.env.num_envs} envs x "
         f"{cfg.trainer.num_steps} steps, {cfg.total_iters} iterations",
         flush=True,
     )

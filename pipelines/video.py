@@ -43,13 +43,14 @@ def tile(frames: torch.Tensor, columns: int) -> np.ndarray:
 
 @torch.inference_mode()
 def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
-    """Write `outputs/video/episodes.mp4` (and `metrics/video.json`).
+    """Write `outputs/video/episodes.mp4` (and `metrics/video.json`) of the policy trained
+    on the first of `seeds`.
 
     An ended episode stays on its last frame, dimmed, until all have ended.
     """
-    layout = layout or Layout()
+    layout = (layout or Layout()).for_seed(params.seeds[0])
     configure_cpu(params.runtime.threads)
-    cfg, vp = params.experiment(), params.video
+    cfg, vp = params.experiment(seed=layout.seed), params.video
     policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
     env = make_env(cfg.env, num_envs=vp.episodes)
     max_steps = vp.max_steps or env.max_episode_steps

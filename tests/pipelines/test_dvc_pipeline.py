@@ -1,4 +1,4 @@
-"""One real `dvc repro` of the pipeline, end to end, in a throwaway git repo (~30 s)."""
+"""Real `dvc repro` and `dvc exp run` of the pipeline, end to end, in a throwaway git repo."""
 
 import json
 import os
@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-STAGES = ("train", "evaluate", "video", "report")
 TINY = {
     "name": "tiny",
+    "seeds": [0, 1],
     "env": {"name": "cartpole", "num_envs": 8},
     "policy": {"hidden_sizes": [16], "activation": "relu"},
     "algorithm": {"ppo": {"lr": 1e-3, "num_epochs": 2, "num_minibatches": 2}},
@@ -78,18 +78,25 @@ def dvc_repro(project):
     return run([sys.executable, "-m", "dvc", "repro"], root, env)
 
 
+SEEDED = ("train@0", "train@1", "evaluate@0", "evaluate@1")
+
+
 def test_repro_runs_end_to_end_then_skips_then_reruns_what_a_param_change_touches(project):
     root, env = project
     first = dvc_repro(project)
-    for stage in STAGES:
+    for stage in (*SEEDED, "video", "report"):
         assert f"Running stage '{stage}'" in first
-    train = json.loads((root / "metrics" / "train.json").read_text())
-    evaluation = json.loads((root / "metrics" / "eval.json").read_text())
-    assert train["env_steps"] == 512 and evaluation["episodes"] == 4
-    assert (root / "outputs" / "checkpoints" / "final.pt").is_file()
+    for seed in (0, 1):
+        train = json.loads((root / "metrics" / "seeds" / str(seed) / "train.json").read_text())
+        evaluation = json.loads((root / "metrics" / "seeds" / str(seed) / "eval.json").read_text())
+        assert train["env_steps"] == 512 and evaluation["episodes"] == 4
+        assert (root / "outputs" / "seeds" / str(seed) / "checkpoints" / "final.pt").is_file()
+    summary = json.loads((root / "metrics" / "summary.json").read_text())
+    assert summary["seeds"] == 2 and summary["env_steps_mean"] == 512
     assert (root / "outputs" / "video" / "episodes.mp4").stat().st_size > 0
-    assert (root / "reports" / "run" / "report.md").read_text().startswith("# tiny")
-    assert "metrics/curve.csv" in run(
+    report = (root / "reports" / "run" / "report.md").read_text()
+    assert report.startswith("# tiny") and "seeds [0, 1]" in report
+    assert "metrics/seeds/1/curve.csv" in run(
         [sys.executable, "-m", "dvc", "plots", "show", "--json"], root, env
     )
 
@@ -101,13 +108,21 @@ def test_repro_runs_end_to_end_then_skips_then_reruns_what_a_param_change_touche
     params["evaluation"]["episodes"] = 6  # evaluation only: train must not re-run
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     third = dvc_repro(project)
-    assert "Running stage 'evaluate'" in third and "Running stage 'train'" not in third
-    assert "Running stage 'video'" not in third
+    assert "Running stage 'evaluate@0'" in third and "Running stage 'evaluate@1'" in third
+    assert "Running stage 'train@" not in third and "Running stage 'video'" not in third
+
+    params["seeds"] = [0, 1, 2]  # one more seed: only its stages and the report run
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    more = dvc_repro(project)
+    assert "Running stage 'train@2'" in more and "Running stage 'evaluate@2'" in more
+    assert "Running stage 'train@0'" not in more, more
+    assert "Running stage 'video'" not in more
+    assert json.loads((root / "metrics" / "summary.json").read_text())["seeds"] == 3
 
     params["algorithm"]["ppo"]["lr"] = 5e-4  # an algorithm parameter: train and what follows
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     fourth = dvc_repro(project)
-    for stage in STAGES:
+    for stage in (*SEEDED, "train@2", "evaluate@2", "video", "report"):
         assert f"Running stage '{stage}'" in fourth
 
 
@@ -126,3 +141,30 @@ def test_search_runs_only_when_asked_for_and_resumes(project):
     out = run([sys.executable, "-m", "dvc", "repro", "search/dvc.yaml"], root, env)
     assert "3 trials so far, target 4" in out
     assert json.loads((root / "metrics" / "search.json").read_text())["trials"] == 4
+
+
+def test_experiments_are_compared_with_their_baseline(project):
+    root, env = project
+    dvc_repro(project)
+    run(["git", "add", "-A"], root, env)
+    run(["git", "commit", "-qm", "baseline results"], root, env)
+    dvc = [sys.executable, "-m", "dvc"]
+    run([*dvc, "exp", "run", "-n", "small-lr", "-S", "algorithm.ppo.lr=0.0001"], root, env)
+    out = run([sys.executable, "-m", "pipelines", "compare"], root, env)
+    assert "[compare] 2 runs" in out  # HEAD and the experiment; the workspace equals it
+    page = (root / "reports" / "compare.md").read_text()
+    header, _, *rows = [line for line in page.splitlines() if line.startswith("|")][:4]
+    assert "algorithm.ppo.lr" in header
+    assert rows[0].startswith("| HEAD (") and rows[1].startswith("| small-lr |")
+    assert "| 0.0001 |" in rows[1]
+    assert (root / "reports" / "compare" / "media" / "small-lr.mp4").stat().st_size > 0
+    html = (root / "reports" / "compare.html").read_text()
+    assert html.count("data:image/png;base64,") == 2 and "small-lr" in html
+
+    by_name = run([sys.executable, "-m", "pipelines", "compare", "small-lr", "HEAD"], root, env)
+    assert "[compare] 2 runs" in by_name
+    bad = subprocess.run(
+        [sys.executable, "-m", "pipelines", "compare", "no-such-run"],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "'no-such-run' is neither a DVC experiment" in bad.stderr

@@ -276,6 +276,13 @@ def test_a_variant_becomes_a_dvc_experiment_with_its_overrides(
     assert yaml.safe_load((project / "params.yaml").read_text())["algorithm"]["ppo"]["lr"] == 3e-4
     assert artifact("tiny-lr-3e-4-metrics") is not None
 
+    # The compare flow: the baseline against the variant, published as a Markdown artifact.
+    assert flows.flow_main(["--project-dir", str(project), "--compare"]) == 0
+    assert "compared HEAD (" in capsys.readouterr().out
+    page = (project / "reports" / "compare.md").read_text()
+    assert "| lr-3e-4 |" in page and "algorithm.ppo.lr" in page
+    assert artifact("tiny-compare").data == page
+
 
 def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
     prefect_api_url: str, tmp_path: Path

@@ -1,5 +1,6 @@
 import csv
 import json
+import statistics
 
 import imageio.v3 as iio
 import pytest
@@ -99,9 +100,18 @@ def test_progress_of_another_configuration_is_not_resumed(params, tmp_path, caps
     assert "not resuming" in capsys.readouterr().out
 
 
-def test_evaluate_video_and_report_from_a_trained_checkpoint(params, tmp_path):
-    layout = Layout(tmp_path)
-    train(params, layout)
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_evaluate_video_and_report_from_trained_checkpoints(tmp_path):
+    params = parse_params({**TINY, "seeds": [3, 5]})
+    root = Layout(tmp_path)
+    for seed in (3, 5):
+        train(params, root.for_seed(seed))
+    layout = root.for_seed(3)
 
     metrics = evaluate(params, layout)
     assert metrics["episodes"] == 5
@@ -110,19 +120,29 @@ def test_evaluate_video_and_report_from_a_trained_checkpoint(params, tmp_path):
     assert json.loads(layout.eval_metrics.read_text()) == metrics
     again = evaluate(params, layout)
     assert {**again, "wall_s": 0} == {**metrics, "wall_s": 0}  # deterministic
+    other = evaluate(params, root.for_seed(5))
 
-    video = record(params, layout)
-    frames = iio.imread(layout.video)
+    video = record(params, root)  # the first seed's policy
+    frames = iio.imread(root.video)
     assert frames.shape[0] == video["frames"]
-    assert json.loads(layout.video_metrics.read_text()) == video
+    assert json.loads(root.video_metrics.read_text()) == video
     # 3 episodes on a 2-column grid of 48 px cells with 2 px borders: 2 rows.
     assert frames.shape[1:] == (2 * 48 + 3 * 2, 2 * 48 + 3 * 2, 3)
     assert 2 <= frames.shape[0] <= 21
 
-    page = report(params, layout).read_text()
-    assert "# tiny" in page and f"{metrics['return_mean']:.2f}" in page
+    page = report(params, root).read_text()
+    returns = [metrics["return_mean"], other["return_mean"]]
+    mean, std = statistics.fmean(returns), statistics.stdev(returns)
+    assert "# tiny" in page and "seeds [3, 5]" in page
+    assert f"return **{mean:.2f} ± {std:.2f}** over 2 seeds" in page
+    assert f"| 3 | {metrics['return_mean']:,.1f} |" in page
+    assert f"| **mean ± std** | {mean:,.1f} ± {std:,.1f} |" in page
+    summary = json.loads(root.summary_metrics.read_text())
+    assert summary["seeds"] == 2 and summary["env_steps_mean"] == 768
+    assert summary["eval_return_mean"] == pytest.approx(mean)
+    assert summary["eval_return_std"] == pytest.approx(std)
     assert "![learning curve](curve.png)" in page
-    assert layout.curve_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_size(root.curve_png) == (800, 450)
     assert "../../outputs/video/episodes.mp4" in page
 
 
@@ -142,7 +162,7 @@ def test_stages_need_their_inputs(params, tmp_path):
     layout = Layout(tmp_path)
     with pytest.raises(FileNotFoundError, match="run the `train` stage first"):
         evaluate(params, layout)
-    with pytest.raises(FileNotFoundError, match="run the `train` stage first"):
+    with pytest.raises(FileNotFoundError, match=r"train\.json is missing: run the `train` stage"):
         report(params, layout)
 
 
