@@ -9,12 +9,12 @@ Each repetition copies the committed project (`git archive HEAD`, plus this work
 params.yaml) into a fresh temporary git repo, so the results in this checkout are never
 touched, and times there:
 
-- `dvc repro` from nothing (all four stages);
-- the work the stages report doing: training (`metrics/train.json` wall_s, evaluations
-  during training included), evaluation (`metrics/eval.json`) and video rendering and
-  encoding (`metrics/video.json`);
-- overhead = repro wall - that work: DVC itself, interpreter start-up and imports of four
-  processes, building envs and policies, loading and saving checkpoints, and the report;
+- `dvc repro` from nothing (train and evaluate per seed, video, report);
+- the work the stages report doing: training (every seed's `metrics/seeds/S/train.json`
+  wall_s, evaluations during training included), evaluation (`metrics/seeds/S/eval.json`)
+  and video rendering and encoding (`metrics/video.json`);
+- overhead = repro wall - that work: DVC itself, interpreter start-up and imports of every
+  stage process, building envs and policies, loading and saving checkpoints, and the report;
 - a second `dvc repro` (nothing to do). Targets: overhead <= 10%, no-op <= 5 s.
 """
 
@@ -77,10 +77,11 @@ def one_run(env: dict[str, str]) -> dict[str, Any]:
         total = run(dvc, root, env)
         noop = run(dvc, root, env)
 
-        def wall(name: str) -> float:
-            return float(json.loads((root / "metrics" / name).read_text())["wall_s"])
+        def wall(pattern: str) -> float:
+            files = sorted((root / "metrics").glob(pattern))
+            return sum(float(json.loads(f.read_text())["wall_s"]) for f in files)
 
-        work = {"train_s": wall("train.json"), "eval_s": wall("eval.json")}
+        work = {"train_s": wall("seeds/*/train.json"), "eval_s": wall("seeds/*/eval.json")}
         work["video_s"] = wall("video.json")
     done = sum(work.values())
     return {

@@ -158,19 +158,18 @@ def select_sources(root: Path, requested: list[str]) -> list[RunSource]:
 
 def _video_in_cache(root: Path, lock_text: str | None) -> Path | None:
     """The video's file in the local DVC cache, from the revision's dvc.lock."""
-    if lock_text is None:
-        return None
     try:
-        lock = yaml.safe_load(lock_text) or {}
-        outs = lock["stages"]["video"]["outs"]
-    except (yaml.YAMLError, KeyError, TypeError):
+        stages = (yaml.safe_load(lock_text or "") or {}).get("stages", {})
+    except (yaml.YAMLError, AttributeError):
         return None
     video = RELATIVE.video.as_posix()
-    for out in outs if isinstance(outs, list) else []:
-        if isinstance(out, dict) and out.get("path") == video and "md5" in out:
-            md5 = str(out["md5"])
-            path = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
-            return path if path.is_file() else None
+    for stage in stages.values() if isinstance(stages, dict) else []:
+        outs = stage.get("outs", []) if isinstance(stage, dict) else []
+        for out in outs if isinstance(outs, list) else []:
+            if isinstance(out, dict) and out.get("path") == video and "md5" in out:
+                md5 = str(out["md5"])
+                path = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+                return path if path.is_file() else None
     return None
 
 
