@@ -15,17 +15,20 @@ setup: .venv/ready
 repro: .venv/ready
 	$(RUN) .venv/bin/dvc repro
 	@echo
-	@echo "checkpoint: outputs/checkpoints/final.pt   metrics: metrics/train.json metrics/eval.json"
-	@echo "video:      outputs/video/episodes.mp4     report:  reports/run/report.md"
+	@echo "per seed S: outputs/seeds/S/checkpoints/final.pt  metrics/seeds/S/{train,eval}.json"
+	@echo "over seeds: metrics/summary.json  reports/run/report.md  video: outputs/video/episodes.mp4"
 
 search: .venv/ready
 	$(RUN) .venv/bin/dvc repro search/dvc.yaml
 	@echo
 	@echo "summary: reports/search/summary.md   best params: reports/search/best_params.yaml"
 
+compare: .venv/ready
+	$(RUN) $(PY) -m pipelines compare
+
 test: .venv/ready
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	$(RUN) $(PY) -m pytest
 
-.PHONY: setup repro search test
+.PHONY: setup repro search compare test
