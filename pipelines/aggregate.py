@@ -192,8 +192,10 @@ class Band:
 def band(curves: Sequence[list[dict[str, float]]], x_key: str, y_key: str) -> Band | None:
     """Seeds' curves on the union of their x values, each interpolated within its own range.
 
-    Seeds that stopped early (a reached target) simply end there: past its last point a seed
-    no longer counts towards the mean or the range.
+    The band starts where every seed has started (with x = wall time, seeds' first points
+    differ; a mean of whichever seed came first would be a spike). Seeds that stopped early
+    (a reached target) simply end there: past its last point a seed no longer counts towards
+    the mean or the range.
     """
     points = []
     for rows in curves:
@@ -206,7 +208,9 @@ def band(curves: Sequence[list[dict[str, float]]], x_key: str, y_key: str) -> Ba
             points.append(np.asarray(pairs, dtype=np.float64))
     if not points:
         return None
+    start = max(p[0, 0] for p in points)
     x = np.unique(np.concatenate([p[:, 0] for p in points]))
+    x = x[x >= start]
     ys = np.full((len(points), x.size), np.nan)
     for i, p in enumerate(points):
         inside = (x >= p[0, 0]) & (x <= p[-1, 0])
