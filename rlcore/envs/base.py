@@ -77,16 +77,74 @@ class StepSlot:
 
 
 class BatchedEnv(abc.ABC):
-    """N instances of one task on one device, stepped with tensor ops (see module docstring).
+    """N instances of one task on one device behind one contract (see module docstring).
 
-    Subclasses implement the physics through four hooks; this class owns the episode clock,
-    truncation, `done`, `final_obs`, auto-reset, seeding and state (de)serialisation.
+    The builtin envs implement it with torch ops (`TorchEnv`); the Gymnasium bridge
+    (`rlcore.envs.gym_bridge`) implements it over any Gymnasium vector env.
     """
 
     observation_space: spaces.Box
     action_space: spaces.Box | spaces.Discrete
     max_episode_steps: int
     has_success: bool = False
+    num_envs: int
+    device: torch.device
+    final_obs: torch.Tensor
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.observation_space.shape[0])
+
+    @property
+    def action_dim(self) -> int:
+        """Width of one action: the Box dimension, or 1 for a Discrete choice."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return 1
+        return int(self.action_space.shape[0])
+
+    @abc.abstractmethod
+    def reset(
+        self,
+        seed: int | None = None,
+        env_ids: torch.Tensor | None = None,
+        group_size: int = 1,
+    ) -> torch.Tensor:
+        """Reset all (or `env_ids`) instances and return the current observation of all N.
+
+        Shape:
+            return: [N, obs_dim] float32, a new tensor
+        """
+
+    @abc.abstractmethod
+    def step(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Advance every instance by one step, writing the transition into `slot`."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint needs to continue this env."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what `state_dict` returned."""
+
+    def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Draw RGB frames of the chosen instances (all by default).
+
+        Shape:
+            return: [len(env_ids), size, size, 3] uint8, on `self.device`
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not render")
+
+    def close(self) -> None:  # noqa: B027 (optional hook: most envs hold nothing)
+        """Release what the env holds outside torch (processes, simulators); idempotent."""
+
+
+class TorchEnv(BatchedEnv):
+    """A `BatchedEnv` simulated with torch ops on its own device.
+
+    Subclasses implement the physics through four hooks; this class owns the episode clock,
+    truncation, `done`, `final_obs`, auto-reset, seeding and state (de)serialisation.
+    """
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
         if num_envs <= 0:
@@ -102,17 +160,6 @@ class BatchedEnv(abc.ABC):
         )
         self.final_obs = torch.zeros(num_envs, self.obs_dim, device=self.device)
         self._all_ids = torch.arange(num_envs, device=self.device)
-
-    @property
-    def obs_dim(self) -> int:
-        return int(self.observation_space.shape[0])
-
-    @property
-    def action_dim(self) -> int:
-        """Width of one action: the Box dimension, or 1 for a Discrete choice."""
-        if isinstance(self.action_space, spaces.Discrete):
-            return 1
-        return int(self.action_space.shape[0])
 
     # --- hooks a task implements -------------------------------------------------------
 
@@ -155,11 +202,6 @@ class BatchedEnv(abc.ABC):
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
     ) -> torch.Tensor:
-        """Reset all (or `env_ids`) instances and return the current observation of all N.
-
-        Shape:
-            return: [N, obs_dim] float32, a new tensor
-        """
         if seed is not None:
             self.generator.manual_seed(seed)
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
@@ -175,7 +217,6 @@ class BatchedEnv(abc.ABC):
         return obs
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
-        """Advance every instance by one step, writing the transition into `slot`."""
         self._advance(action, slot)
         self.elapsed_steps.add_(self._one_step)
         torch.ge(self.elapsed_steps, self._time_limit, out=slot.truncated)
@@ -201,14 +242,6 @@ class BatchedEnv(abc.ABC):
         self._observe(full)
         out[env_ids] = full[env_ids]
 
-    def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
-        """Draw RGB frames of the chosen instances (all by default).
-
-        Shape:
-            return: [len(env_ids), size, size, 3] uint8, on `self.device`
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not render")
-
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Everything needed to continue bit-identically: physics, clocks, RNG."""
         state = {f"physics.{k}": v.clone() for k, v in self._physics_state().items()}
@@ -224,8 +257,8 @@ class BatchedEnv(abc.ABC):
         self.generator.set_state(state["generator"])
 
 
-class ColumnStateEnv(BatchedEnv):
-    """A `BatchedEnv` whose whole simulated state is one `[state_dim, N]` tensor.
+class ColumnStateEnv(TorchEnv):
+    """A `TorchEnv` whose whole simulated state is one `[state_dim, N]` tensor.
 
     Column-per-instance storage keeps each state variable contiguous, so the physics runs as
     few fused kernels over contiguous memory. Subclasses only say how to sample initial
