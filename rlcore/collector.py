@@ -129,10 +129,16 @@ class SyncCollector:
                 "the rollout must hold `value` exactly when the policy has a critic "
                 f"(rollout: {self._with_value}, policy: {policy.has_critic})"
             )
-        if (groups is not None) != (MASK in rollout):
+        if groups is not None and env.has_invalid_steps:
             raise ValueError(
-                "the rollout must hold `mask` exactly when episodes are grouped "
-                f"(rollout: {MASK in rollout}, groups: {groups is not None})"
+                f"grouped episodes need an env that resets instances within the step; "
+                f"{type(env).__name__} has invalid steps"
+            )
+        masked = groups is not None or env.has_invalid_steps
+        if masked != (MASK in rollout):
+            raise ValueError(
+                "the rollout must hold `mask` exactly when episodes are grouped or the env "
+                f"has invalid steps (rollout: {MASK in rollout}, needed: {masked})"
             )
         if groups is not None and env.num_envs % groups.group_size != 0:
             raise ValueError(
@@ -141,7 +147,7 @@ class SyncCollector:
             )
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
         self.groups = groups
-        self._slots = step_slots(rollout)
+        self._slots = step_slots(rollout, with_valid=env.has_invalid_steps)
         self._obs_at_end = False
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
         n, horizon, dev = env.num_envs, num_steps(rollout), env.device
@@ -224,7 +230,8 @@ class SyncCollector:
         ends = done.T  # [T, N], contiguous in this layout
         if self.groups is not None and self.groups.restart_groups:
             ends = ends | self._cut
-        seg = episode_segments(ro[REWARD][:, :-1].T, ends, self._running)
+        valid = ro[MASK][:, :-1].T if self.env.has_invalid_steps else None
+        seg = episode_segments(ro[REWARD][:, :-1].T, ends, self._running, valid)
         self._running.copy_(seg.carry)
         where = seg.env, seg.step
         success = ro.get(SUCCESS, None)

@@ -15,13 +15,29 @@ from rlcore.algos.config import GRPOConfig, PPOConfig
 
 ALGORITHM_NAMES = ("ppo", "grpo")
 ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
+GYMNASIUM_PREFIX = "gymnasium:"  # "gymnasium:<env id>": any Gymnasium env, through the bridge
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
+def _check_gymnasium_id(name: str) -> None:
+    env_id = name.removeprefix(GYMNASIUM_PREFIX)
+    import gymnasium  # only for bridged envs: the registry knows every id (no torch import)
+
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as exc:
+        raise ValueError(f"env.name {name!r}: unknown Gymnasium env id ({exc})") from None
+
+
 @dataclass(frozen=True)
 class EnvConfig:
-    """Which env, how many instances, where; `options` go to the env's constructor."""
+    """Which env, how many instances, where; `options` go to the env's constructor.
+
+    `name` is a builtin env or `gymnasium:<id>` (e.g. `gymnasium:CartPole-v1`); for the
+    latter, `options` are the bridge's (`rlcore.envs.gym_bridge.GymnasiumEnv`):
+    vectorization, env_kwargs, max_episode_steps, actions.
+    """
 
     name: str = "cartpole"
     num_envs: int = 64
@@ -29,8 +45,13 @@ class EnvConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.name not in ENV_NAMES:
-            raise ValueError(f"env.name must be one of {sorted(ENV_NAMES)}, got {self.name!r}")
+        if self.name.startswith(GYMNASIUM_PREFIX):
+            _check_gymnasium_id(self.name)
+        elif self.name not in ENV_NAMES:
+            raise ValueError(
+                f"env.name must be one of {sorted(ENV_NAMES)} or '{GYMNASIUM_PREFIX}<env id>', "
+                f"got {self.name!r}"
+            )
         if self.num_envs <= 0:
             raise ValueError(f"env.num_envs must be a positive integer, got {self.num_envs}")
         if not _DEVICE.match(self.device):

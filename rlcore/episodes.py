@@ -29,7 +29,12 @@ class Segments(NamedTuple):
     carry: torch.Tensor
 
 
-def episode_segments(reward: torch.Tensor, ends: torch.Tensor, carry: torch.Tensor) -> Segments:
+def episode_segments(
+    reward: torch.Tensor,
+    ends: torch.Tensor,
+    carry: torch.Tensor,
+    valid: torch.Tensor | None = None,
+) -> Segments:
     """Split each env's rewards at `ends` and sum every piece.
 
     An episode ends after step t of env n where `ends[t, n]`; the next one starts at t + 1.
@@ -37,11 +42,14 @@ def episode_segments(reward: torch.Tensor, ends: torch.Tensor, carry: torch.Tens
     accumulated before this rollout; they are added to its first piece. Sums are taken in
     float64, so a piece's return is as exact as a fresh float32 sum of its rewards.
 
+    With `valid`, lengths count only the valid steps (an env's invalid steps carry no
+    reward and are no part of any episode).
+
     Inputs are time-major, as the rollout stores them: every pass below runs over
     contiguous memory (on CPU a strided `nonzero` or `cumsum` over [T, N] is 5-10x slower).
 
     Shape:
-        reward: [T, N] float; ends: [T, N] bool; carry: [2, N] float
+        reward: [T, N] float; ends: [T, N] bool; carry: [2, N] float; valid: [T, N] bool
     """
     horizon, n = reward.shape
     cum = reward.to(torch.float64, copy=True, memory_format=torch.contiguous_format)
@@ -49,6 +57,12 @@ def episode_segments(reward: torch.Tensor, ends: torch.Tensor, carry: torch.Tens
         cum[t].add_(cum[t - 1])
     cum_flat = cum.view(-1)
     carry_return, carry_length = carry[0].double(), carry[1].double()
+
+    steps = None
+    if valid is not None:  # a running count of valid steps, read like the rewards
+        steps = valid.to(torch.float64, copy=True, memory_format=torch.contiguous_format)
+        for t in range(1, horizon):
+            steps[t].add_(steps[t - 1])
 
     flat_by_time = ends.reshape(-1).nonzero().squeeze(1)
     env, order = (flat_by_time % n).sort(stable=True)  # stable: time order within an env
@@ -58,20 +72,23 @@ def episode_segments(reward: torch.Tensor, ends: torch.Tensor, carry: torch.Tens
     first = torch.ones_like(env, dtype=torch.bool)
     first[1:] = env[1:] != env[:-1]  # the env's first end in this rollout
     base = torch.where(first, -carry_return[env], at_end.roll(1))
-    started = torch.where(first, -1.0 - carry_length[env], step.roll(1).double())
+    # Steps counted up to and including each end (every step, or only the valid ones).
+    clock = (step + 1).double() if steps is None else steps.view(-1)[flat]
+    clock_base = torch.where(first, -carry_length[env], clock.roll(1))
 
     last = torch.ones_like(first)
     last[:-1] = first[1:]  # the env's last end in this rollout
     last_ids = last.nonzero().squeeze(1)
-    ended_envs, last_step = env[last_ids], step[last_ids]
+    ended_envs = env[last_ids]
+    clock_now = torch.full_like(carry_length, horizon) if steps is None else steps[-1]
     running_return = carry_return + cum[-1]
-    running_length = carry_length + horizon
+    running_length = carry_length + clock_now
     running_return[ended_envs] = cum[-1, ended_envs] - at_end[last_ids]
-    running_length[ended_envs] = (horizon - 1 - last_step).double()
+    running_length[ended_envs] = clock_now[ended_envs] - clock[last_ids]
     return Segments(
         env=env,
         step=step,
         returns=(at_end - base).float(),
-        lengths=(step - started).long(),
+        lengths=(clock - clock_base).round().long(),
         carry=torch.stack([running_return, running_length]).float(),
     )

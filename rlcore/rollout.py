@@ -28,9 +28,10 @@ touch one cache line per env, which measured ~10x slower at N = 4096 on CPU).
 Algorithms read transitions only through `transition_view()`, which drops index T from every
 key: a view, never a copy.
 
-`mask[:, t]` says whether transition t belongs to an episode that reaches GRPO's loss (its
-group's current episode); a critic-free rollout has it and no `value`, `final_value` or
-`value_target`.
+`mask[:, t]` says whether transition t reaches the loss: for GRPO, whether it belongs to its
+group's current episode (a critic-free rollout has `mask` and no `value`, `final_value` or
+`value_target`); for an env with invalid steps (`env.has_invalid_steps`), whether the step
+was a real transition (the env writes it).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class RolloutSpec:
     def for_env(
         env: BatchedEnv, num_steps: int, with_value: bool, with_mask: bool = False
     ) -> RolloutSpec:
+        """`with_mask` is forced on for envs with invalid steps (see the module docstring)."""
         """The rollout an env needs: action dtype/shape from its action space, success flag."""
         discrete = isinstance(env.action_space, spaces.Discrete)
         return RolloutSpec(
@@ -88,7 +90,7 @@ class RolloutSpec:
             with_value=with_value,
             with_success=env.has_success,
             device=env.device,
-            with_mask=with_mask,
+            with_mask=with_mask or env.has_invalid_steps,
         )
 
     def __post_init__(self) -> None:
@@ -141,9 +143,11 @@ def transition_view(rollout: TensorDict) -> TensorDict:
     return rollout[:, :-1]
 
 
-def step_slots(rollout: TensorDict) -> list[StepSlot]:
-    """Per-step views into the rollout where the env writes transition t (and obs t + 1)."""
+def step_slots(rollout: TensorDict, with_valid: bool = False) -> list[StepSlot]:
+    """Per-step views into the rollout where the env writes transition t (and obs t + 1);
+    `with_valid`: the env also writes `mask[:, t]` (envs with invalid steps)."""
     obs, success = rollout[OBS], rollout.get(SUCCESS, None)
+    valid = rollout[MASK] if with_valid else None
     return [
         StepSlot(
             reward=rollout[REWARD][:, t],
@@ -152,6 +156,7 @@ def step_slots(rollout: TensorDict) -> list[StepSlot]:
             done=rollout[DONE][:, t],
             next_obs=obs[:, t + 1],
             success=None if success is None else success[:, t],
+            valid=None if valid is None else valid[:, t],
         )
         for t in range(num_steps(rollout))
     ]

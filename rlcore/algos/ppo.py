@@ -23,6 +23,7 @@ from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
     FINAL_VALUE,
+    MASK,
     OBS,
     REWARD,
     SAMPLE_LOG_PROB,
@@ -84,11 +85,16 @@ class PPO:
             self._write_advantages(rollout)
         self.optimizer.begin_update()
         tv = transition_view(rollout)
+        # An env's invalid steps (see rlcore.envs.base) are no transitions: never in the loss.
+        valid = tv.get(MASK, None)
         chunk = self.microbatch_size(rollout)
         sums = torch.zeros(5, device=tv.device)
         num_batches, stop = 0, False
         for _ in range(cfg.num_epochs):
-            for batch in iterate_minibatches(tv, _BATCH_KEYS, cfg.num_minibatches, self.generator):
+            batches = iterate_minibatches(
+                tv, _BATCH_KEYS, cfg.num_minibatches, self.generator, where=valid
+            )
+            for batch in batches:
                 # stats: [policy, value, entropy, approx_kl, clip_fraction]
                 stats = self._step(batch, chunk)
                 sums += stats
@@ -98,7 +104,7 @@ class PPO:
                     break
             if stop:
                 break
-        means = (sums / num_batches).tolist()
+        means = (sums / max(num_batches, 1)).tolist()
         self.optimizer.end_update()
         if cfg.lr_schedule == "kl_adaptive":
             self._adapt_lr(means[3])
@@ -108,7 +114,10 @@ class PPO:
             "loss/entropy": means[2],
             "stats/approx_kl": means[3],
             "stats/clip_fraction": means[4],
-            "stats/explained_variance": explained_variance(tv[VALUE], tv[VALUE_TARGET]),
+            "stats/explained_variance": explained_variance(
+                tv[VALUE] if valid is None else tv[VALUE][valid],
+                tv[VALUE_TARGET] if valid is None else tv[VALUE_TARGET][valid],
+            ),
             "train/lr": self.optimizer.lr,
             "train/minibatches": float(num_batches),
         }

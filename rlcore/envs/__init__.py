@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlcore.config import EnvConfig
-from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.config import GYMNASIUM_PREFIX, EnvConfig
+from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
@@ -19,7 +19,13 @@ ENVS: dict[str, Callable[..., BatchedEnv]] = {
 
 def make_env(cfg: EnvConfig, num_envs: int | None = None) -> BatchedEnv:
     """Build the configured env (optionally with another instance count, e.g. for eval)."""
-    return ENVS[cfg.name](num_envs or cfg.num_envs, device=cfg.device, **cfg.options)
+    count = num_envs or cfg.num_envs
+    if cfg.name.startswith(GYMNASIUM_PREFIX):
+        from rlcore.envs.gym_bridge import GymnasiumEnv
+
+        env_id = cfg.name.removeprefix(GYMNASIUM_PREFIX)
+        return GymnasiumEnv(env_id, count, device=cfg.device, **cfg.options)
+    return ENVS[cfg.name](count, device=cfg.device, **cfg.options)
 
 
 __all__ = [
@@ -30,5 +36,6 @@ __all__ = [
     "Pendulum",
     "PushCube",
     "StepSlot",
+    "TorchEnv",
     "make_env",
 ]

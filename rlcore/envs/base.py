@@ -23,6 +23,12 @@ instance that is done (before its auto-reset) is in the matching row of `env.fin
 (`[N, obs_dim]`); rows of instances that are not done hold stale data. `step()` overwrites
 it, so a learner that bootstraps truncated transitions reads it right after `step()`.
 
+Invalid steps: an env that cannot reset an instance within the step that ends its episode
+(a Gymnasium next-step vector env, through the bridge) sets `has_invalid_steps`. Its
+`next_obs` at a `done` is then the final observation, the following step resets that
+instance instead of acting on it, and `step()` writes `slot.valid` false for that step.
+Learners keep such steps out of every loss and every statistic.
+
 `terminated` and `truncated` may both be true (the time limit falls on a terminal step, as in
 Gymnasium); `terminated` takes precedence: such a transition is never bootstrapped.
 
@@ -58,6 +64,8 @@ class StepSlot:
     done: torch.Tensor
     next_obs: torch.Tensor
     success: torch.Tensor | None = None
+    # Only for envs with `has_invalid_steps`: false where the step was no real transition.
+    valid: torch.Tensor | None = None
 
     @staticmethod
     def allocate(num_envs: int, obs_dim: int, device: torch.device, with_success: bool) -> StepSlot:
@@ -87,6 +95,9 @@ class BatchedEnv(abc.ABC):
     action_space: spaces.Box | spaces.Discrete
     max_episode_steps: int
     has_success: bool = False
+    # True when some steps are no transition (a Gymnasium next-step reset the bridge cannot
+    # avoid): `step()` then writes `slot.valid`, and learners skip the invalid ones.
+    has_invalid_steps: bool = False
     num_envs: int
     device: torch.device
     final_obs: torch.Tensor

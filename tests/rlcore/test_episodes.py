@@ -60,3 +60,13 @@ def test_no_ends_at_all():
     seg = episode_segments(torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.bool), torch.zeros(2, 2))
     assert seg.env.numel() == 0 and seg.returns.numel() == 0
     assert seg.carry.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_invalid_steps_are_not_counted_in_lengths():
+    # env 0 ends at step 1; step 2 is its (invalid) reset step; its next episode ends at 4
+    reward = torch.tensor([[1.0], [1.0], [0.0], [1.0], [1.0], [1.0]])
+    ends = torch.tensor([[False], [True], [False], [False], [True], [False]])
+    valid = torch.tensor([[True], [True], [False], [True], [True], [False]])
+    seg = episode_segments(reward, ends, torch.tensor([[0.0], [4.0]]), valid)
+    assert seg.lengths.tolist() == [6, 2] and seg.returns.tolist() == [2.0, 2.0]
+    assert seg.carry.tolist() == [[1.0], [0.0]]  # one reward, no valid step yet

@@ -1,0 +1,163 @@
+"""The Gymnasium bridge: auto-reset modes, exact truncation bootstrap, spaces, bad input,
+and PPO learning Gymnasium's CartPole-v1 through it (the contract suite: test_contract.py)."""
+
+import dataclasses
+import math
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from rlcore.algos.ppo import PPO
+from rlcore.collector import SyncCollector
+from rlcore.config import EnvConfig
+from rlcore.envs import StepSlot
+from rlcore.envs.gym_bridge import GymnasiumBridgeError, GymnasiumEnv
+from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.presets import PRESETS
+from rlcore.rollout import (
+    ACTION,
+    FINAL_VALUE,
+    MASK,
+    OBS,
+    SAMPLE_LOG_PROB,
+    TRUNCATED,
+    RolloutSpec,
+    make_rollout,
+)
+from rlcore.trainer import Trainer
+from tests.rlcore.envs.gym_test_envs import Counter, register
+
+register()
+COUNTER = "rlcore-test/Counter-v0"  # time limit 3: final obs [3], next episode starts at [0]
+
+
+def counter_sync(mode: AutoresetMode, n: int) -> SyncVectorEnv:
+    make = lambda: gymnasium.wrappers.TimeLimit(Counter(), 3)  # noqa: E731
+    return SyncVectorEnv([make] * n, autoreset_mode=mode)
+
+
+BRIDGES = {
+    "built (disabled)": lambda n: GymnasiumEnv(COUNTER, n),
+    "same-step": lambda n: GymnasiumEnv(
+        vector_env=counter_sync(AutoresetMode.SAME_STEP, n), max_episode_steps=3
+    ),
+    "next-step, sync": lambda n: GymnasiumEnv(
+        vector_env=counter_sync(AutoresetMode.NEXT_STEP, n), max_episode_steps=3
+    ),
+    "next-step, numpy": lambda n: GymnasiumEnv(COUNTER, n, vectorization="vector_entry_point"),
+}
+
+
+def collect(env, num_steps=9):
+    torch.manual_seed(0)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, num_steps, with_value=True))
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(0))
+    collector.reset(seed=0)
+    return policy, rollout, collector, collector.collect()
+
+
+@pytest.mark.parametrize("mode", list(BRIDGES), ids=str)
+def test_truncation_bootstraps_from_the_final_observation_in_every_autoreset_mode(mode):
+    env = BRIDGES[mode](2)
+    policy, ro, _, stats = collect(env)
+    obs = ro[OBS][0, :, 0].tolist()
+    with torch.no_grad():
+        v_final, v_reset = policy.value(torch.tensor([[3.0], [0.0]])).tolist()
+    assert not math.isclose(v_final, v_reset)  # so the test can tell them apart
+    truncated = ro[TRUNCATED][0, :-1]
+    if env.has_invalid_steps:
+        # next-step without chosen resets: the obs after a done is the final one, the step
+        # after it is the (invalid) reset step and never a transition
+        assert obs == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+        assert ro[MASK][0, :-1].tolist() == [True, True, True, False] * 2 + [True]
+    else:
+        assert obs == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+        assert MASK not in ro
+    assert truncated.nonzero().squeeze(1).tolist() == (
+        [2, 6] if env.has_invalid_steps else [2, 5, 8]
+    )
+    final_values = ro[FINAL_VALUE][0, :-1][truncated]
+    torch.testing.assert_close(final_values, torch.full_like(final_values, v_final))
+    # every reported episode: 3 steps, return 3 (the invalid reset step counts for nothing)
+    assert stats.lengths.tolist() == [3] * stats.lengths.numel() and stats.lengths.numel() >= 4
+    assert stats.returns.tolist() == [3.0] * stats.returns.numel()
+    env.close()
+
+
+def test_ppo_never_learns_from_invalid_reset_steps():
+    env = BRIDGES["next-step, numpy"](4)
+    policy, ro, _, _ = collect(env, num_steps=16)
+    invalid = ~ro[MASK][:, :-1]
+    assert invalid.any()
+    # poison exactly the invalid transitions: if any reached the loss, parameters go NaN
+    ro[ACTION][:, :-1][invalid] = 0
+    ro[SAMPLE_LOG_PROB][:, :-1][invalid] = float("nan")
+    ppo = PPO(policy, dataclasses.replace(PRESETS["cartpole"].ppo), 10, torch.Generator())
+    metrics = ppo.update(ro)
+    assert all(torch.isfinite(p).all() for p in policy.parameters())
+    assert math.isfinite(metrics["loss/policy"])
+    env.close()
+
+
+def test_dict_observations_are_flattened_in_the_space_key_order():
+    env = GymnasiumEnv("rlcore-test/DictPoint-v0", 2)
+    obs = env.reset(seed=3)
+    raw = gymnasium.make("rlcore-test/DictPoint-v0")
+    first, _ = raw.reset(seed=int(np.random.default_rng(3).integers(0, 2**31 - 1)))
+    # Gymnasium sorts a plain dict's keys: position ([2, 1] row-major), then velocity
+    expected = np.concatenate([first["position"].reshape(-1), first["velocity"]])
+    np.testing.assert_allclose(obs[0].numpy(), expected)
+    assert env.obs_dim == 4
+    env.close()
+
+
+def test_box_actions_are_rescaled_from_the_unit_box_when_asked():
+    clip = GymnasiumEnv("Pendulum-v1", 2)
+    rescale = GymnasiumEnv("Pendulum-v1", 2, actions="rescale")
+    clip.reset(seed=0), rescale.reset(seed=0)
+    a, b = (StepSlot.allocate(2, 3, torch.device("cpu"), False) for _ in range(2))
+    clip.step(torch.tensor([[2.0], [-2.0]]), a)
+    rescale.step(torch.tensor([[1.0], [-1.0]]), b)  # [-1, 1] -> the torque range [-2, 2]
+    assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
+    clip.close(), rescale.close()
+
+
+def test_bad_input_names_the_env_and_the_space():
+    with pytest.raises(GymnasiumBridgeError, match=r"gymnasium:NoSuchEnv-v0"):
+        GymnasiumEnv("NoSuchEnv-v0", 2)
+    with pytest.raises(ValueError, match=r"env\.name 'gymnasium:NoSuchEnv-v0': unknown"):
+        EnvConfig("gymnasium:NoSuchEnv-v0")
+    with pytest.raises(GymnasiumBridgeError, match=r"TupleObs-v0: unsupported observation .*Tuple"):
+        GymnasiumEnv("rlcore-test/TupleObs-v0", 2)
+    env = GymnasiumEnv("Pendulum-v1", 2)
+    env.reset(seed=0)
+    slot = StepSlot.allocate(2, 3, torch.device("cpu"), False)
+    with pytest.raises(
+        GymnasiumBridgeError, match=r"Pendulum-v1: actions must have shape \[2, 1\]"
+    ):
+        env.step(torch.zeros(2, 3), slot)
+    env.close()
+    numpy_env = GymnasiumEnv(COUNTER, 4, vectorization="vector_entry_point")
+    with pytest.raises(GymnasiumBridgeError, match="cannot reset chosen instances"):
+        numpy_env.reset(seed=0, group_size=2)
+    numpy_env.close()
+
+
+def test_ppo_solves_gymnasium_cartpole_through_the_bridge():
+    base = PRESETS["cartpole"]
+    cfg = dataclasses.replace(
+        base,
+        env=EnvConfig("gymnasium:CartPole-v1", num_envs=32,
+                      options={"vectorization": "vector_entry_point"}),
+        trainer=dataclasses.replace(base.trainer, total_env_steps=120_000),
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    assert trainer.env.has_invalid_steps  # Gymnasium's numpy CartPole resets one step late
+    result = trainer.run()
+    assert result.reached_target, trainer.last_eval
+    assert trainer.last_eval["eval/episode_return"] >= 475
+    trainer.env.close(), trainer.eval_env.close()
