@@ -63,6 +63,10 @@ ACTION_MODES = ("clip", "rescale")
 _SEED_BOUND = 2**31 - 1
 
 
+def slot_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
+    return slot.next_obs, slot.reward, slot.terminated, slot.truncated, slot.done
+
+
 class GymnasiumBridgeError(ValueError):
     """The Gymnasium env cannot be presented as a batched env (message names env and space)."""
 
@@ -119,7 +123,7 @@ def _build(
         kwargs["max_episode_steps"] = max_episode_steps
     vector_kwargs = {}
     if vectorization in ("sync", "async"):
-        vector_kwargs["autoreset_mode"] = AutoresetMode.DISABLED
+        vector_kwargs["autoreset_mode"] = AutoresetMode.SAME_STEP
 
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(
@@ -209,11 +213,19 @@ class GymnasiumEnv(BatchedEnv):
             )
         self._pending = np.zeros(self.num_envs, dtype=bool)  # next-step resets still to come
 
-        pin = self.device.type == "cuda"
-        self._obs_host = torch.empty(self.num_envs, obs_dim, pin_memory=pin)
-        self._flags_host = torch.empty(3, self.num_envs, dtype=torch.bool, pin_memory=pin)
-        self._reward_host = torch.empty(self.num_envs, pin_memory=pin)
+        # Off the CPU, results are staged in pinned host memory and copied asynchronously.
+        self._staging: tuple[np.ndarray, ...] | None = None
+        if self.device.type != "cpu":
+            n, pin = self.num_envs, self.device.type == "cuda"
+            flags = [torch.empty(n, dtype=torch.bool, pin_memory=pin) for _ in range(3)]
+            self._staging_tensors = (
+                torch.empty(n, obs_dim, pin_memory=pin),
+                torch.empty(n, pin_memory=pin),
+                *flags,
+            )
+            self._staging = tuple(t.numpy() for t in self._staging_tensors)
         self.final_obs = torch.zeros(self.num_envs, obs_dim, device=self.device)
+        self._views: dict[int, tuple[StepSlot, tuple[np.ndarray, ...]]] = {}
         if isinstance(self.action_space, spaces.Box):
             self._low = torch.as_tensor(self.action_space.low, device=self.device)
             self._high = torch.as_tensor(self.action_space.high, device=self.device)
@@ -222,15 +234,22 @@ class GymnasiumEnv(BatchedEnv):
 
     # --- conversions ---------------------------------------------------------------------
 
-    def _flatten(self, obs: Any, rows: np.ndarray | None = None) -> np.ndarray:
-        """The batch's observations as one float32 [N (or rows), obs_dim] array."""
+    def _flatten_into(self, obs: Any, out: np.ndarray) -> None:
+        """Write the batch's observations, flattened, into `out` ([N, obs_dim] float32)."""
+        n = self.num_envs
         if self._layout[0][0] is None:
-            flat = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
-            return flat if rows is None else flat[rows]
-        parts = [np.asarray(obs[key], dtype=np.float32).reshape(self.num_envs, -1)
-                 for key, _ in self._layout]  # fmt: skip
-        flat = np.concatenate(parts, axis=1)
-        return flat if rows is None else flat[rows]
+            np.copyto(out, np.asarray(obs).reshape(n, -1), casting="unsafe")
+            return
+        start = 0
+        for key, width in self._layout:
+            part = np.asarray(obs[key]).reshape(n, -1)
+            np.copyto(out[:, start : start + width], part, casting="unsafe")
+            start += width
+
+    def _flatten(self, obs: Any) -> np.ndarray:
+        out = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
+        self._flatten_into(obs, out)
+        return out
 
     def _to_host_action(self, action: torch.Tensor) -> np.ndarray:
         if isinstance(self.action_space, spaces.Discrete):
@@ -239,7 +258,11 @@ class GymnasiumEnv(BatchedEnv):
                     f"{self.name}: actions must have shape [{self.num_envs}] for "
                     f"{self.action_space}, got {list(action.shape)}"
                 )
-            indices = action.reshape(self.num_envs).to("cpu", torch.int64).numpy()
+            if action.dim() != 1:
+                action = action.reshape(self.num_envs)
+            if action.device.type != "cpu" or action.dtype != torch.int64:
+                action = action.to("cpu", torch.int64)
+            indices = action.numpy()
             return indices + self._action_offset if self._action_offset else indices
         if action.shape != (self.num_envs, self.action_dim):
             raise GymnasiumBridgeError(
@@ -251,9 +274,6 @@ class GymnasiumEnv(BatchedEnv):
         else:
             action = torch.maximum(torch.minimum(action, self._high), self._low)
         return action.to("cpu", torch.float32).numpy()
-
-    def _put(self, host: torch.Tensor, out: torch.Tensor) -> None:
-        out.copy_(host, non_blocking=host.is_pinned())
 
     # --- the contract ----------------------------------------------------------------
 
@@ -302,62 +322,83 @@ class GymnasiumEnv(BatchedEnv):
         return torch.from_numpy(self._last_obs.copy()).to(self.device)
 
     def _current_obs(self) -> torch.Tensor:
-        return torch.from_numpy(self._last_obs.copy()).to(self.device)
+        return torch.from_numpy(np.array(self._last_obs, dtype=np.float32)).to(self.device)
+
+    def _host(self, slot: StepSlot) -> tuple[np.ndarray, ...]:
+        """numpy arrays the step's results are written into: on CPU the rollout slot itself
+        (numpy views, so each field is copied once, by numpy), on CUDA pinned staging.
+
+        A collector hands the same T slots every rollout, so their views are made once.
+        """
+        if self._staging is not None:
+            return self._staging
+        cached = self._views.get(id(slot))
+        if cached is not None and cached[0] is slot:
+            return cached[1]
+        views = tuple(field.numpy() for field in slot_fields(slot))
+        if slot.valid is not None:
+            views += (slot.valid.numpy(),)
+        if len(self._views) > 4096:  # slots of a collector no longer in use
+            self._views.clear()
+        self._views[id(slot)] = (slot, views)
+        return views
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
         obs, reward, terminated, truncated, info = self.envs.step(self._to_host_action(action))
-        terminated = np.asarray(terminated, dtype=bool)
-        truncated = np.asarray(truncated, dtype=bool)
-        done = terminated | truncated
+        next_obs, reward_out, terminated_out, truncated_out, done, *valid = self._host(slot)
+        np.copyto(terminated_out, terminated, casting="unsafe")
+        np.copyto(truncated_out, truncated, casting="unsafe")
+        np.logical_or(terminated_out, truncated_out, out=done)
+        np.copyto(reward_out, reward, casting="unsafe")
+        any_done = bool(done.any())
         if self._mode == AutoresetMode.SAME_STEP:
-            if done.any():
+            self._flatten_into(obs, next_obs)
+            if any_done:
                 self._write_final(self._final_from_info(info, done), done)
         elif self._can_reset_some:
-            if done.any():
-                self._write_final(self._flatten(obs, done), done)
+            if any_done:  # the step's obs of a done instance is its final obs
+                self._flatten_into(obs, next_obs)
+                self._write_final(next_obs[done], done)
                 seeds = iter(self._seeds(int(done.sum())))
                 obs, _ = self.envs.reset(
                     seed=[next(seeds) if d else None for d in done],
-                    options={"reset_mask": done},
+                    options={"reset_mask": done.copy()},
                 )
+            self._flatten_into(obs, next_obs)
         else:  # next-step without chosen resets: this step reset the pending instances
-            if slot.valid is not None:
-                slot.valid.copy_(torch.from_numpy(~self._pending))
-            if done.any():
-                self._write_final(self._flatten(obs, done), done)
-            self._pending = done
-        flat = self._flatten(obs)
-        self._last_obs = flat
-        self._obs_host.copy_(torch.from_numpy(flat))
-        self._reward_host.copy_(torch.from_numpy(np.asarray(reward, dtype=np.float32)))
-        flags = self._flags_host.numpy()
-        flags[0], flags[1], flags[2] = terminated, truncated, done
-        self._put(self._obs_host, slot.next_obs)
-        self._put(self._reward_host, slot.reward)
-        self._put(self._flags_host[0], slot.terminated)
-        self._put(self._flags_host[1], slot.truncated)
-        self._put(self._flags_host[2], slot.done)
+            if valid:  # CPU: a view of slot.valid
+                np.logical_not(self._pending, out=valid[0])
+            elif slot.valid is not None:
+                slot.valid.copy_(torch.from_numpy(np.logical_not(self._pending)))
+            self._flatten_into(obs, next_obs)
+            if any_done:
+                self._write_final(next_obs[done], done)
+            self._pending = done.copy()
+        self._last_obs = next_obs
+        if self._staging is not None:
+            for host, out in zip(self._staging_tensors, slot_fields(slot), strict=True):
+                out.copy_(host, non_blocking=True)
 
     def _final_from_info(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Same-step mode: the done instances' final observations, from `info["final_obs"]`
         (an object array of observations, or for Dict spaces a dict of per-key arrays)."""
         finals = info["final_obs"]
+        rows = np.flatnonzero(done)
+        if self._layout[0][0] is None:  # an object array of per-instance observations
+            return np.stack([finals[i] for i in rows]).reshape(rows.size, -1)
 
-        def entry(i: int, key: str | None) -> np.ndarray:
-            if key is None:
-                value = finals[i]
-            elif isinstance(finals, Mapping):
-                value = finals[key][i]
-            else:
-                value = finals[i][key]
+        def entry(i: int, key: str) -> np.ndarray:
+            value = finals[key][i] if isinstance(finals, Mapping) else finals[i][key]
             return np.asarray(value, dtype=np.float32).reshape(-1)
 
         return np.stack([
-            np.concatenate([entry(int(i), key) for key, _ in self._layout])
-            for i in np.flatnonzero(done)
+            np.concatenate([entry(int(i), key) for key, _ in self._layout]) for i in rows
         ])  # fmt: skip
 
     def _write_final(self, rows_obs: np.ndarray, done: np.ndarray) -> None:
+        if self.device.type == "cpu":
+            self.final_obs.numpy()[done] = rows_obs
+            return
         ids = torch.from_numpy(np.flatnonzero(done)).to(self.device)
         self.final_obs[ids] = torch.from_numpy(rows_obs).to(self.device)
 

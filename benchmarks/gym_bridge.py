@@ -1,0 +1,112 @@
+"""Steps per second of Gymnasium vector envs raw and through rlcore's Gymnasium bridge.
+
+Run from the repository root:
+
+    .venv/bin/python -m benchmarks.gym_bridge
+    .venv/bin/python -m benchmarks.gym_bridge --cases CartPole-v1:vector_entry_point --sizes 4096
+
+For each case (`ENV_ID:VECTORIZATION`) and N, two T-step sweeps with the same pre-drawn random
+actions, timed alternately within every repetition (so both see the same background load):
+
+- raw: `envs.step(actions[t])` on the Gymnasium vector env, numpy actions, nothing else;
+- bridged: `GymnasiumEnv.step(actions[t], slot)` into `StepSlot`s that are views of a real
+  [N, T+1] rollout (torch actions in; observation, reward and flags copied into the rollout;
+  final observations kept; the bridge's own masked resets where the mode needs them).
+
+The figure is bridged SPS / raw SPS (target >= 0.9). Both sweeps start from `reset(seed=0)`
+and run on their own env instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+import gymnasium.spaces as spaces
+import numpy as np
+import torch
+
+from benchmarks.common import base_parser, print_table, setup, time_interleaved, verdict, write_json
+from rlcore.envs.gym_bridge import GymnasiumEnv
+from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
+
+TARGET = 0.9
+DEFAULT_CASES = ("CartPole-v1:vector_entry_point", "CartPole-v1:sync", "Pendulum-v1:sync")
+
+
+def actions_for(space: spaces.Space, n: int, t: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    if isinstance(space, spaces.Discrete):
+        return rng.integers(0, int(space.n), size=(t, n))
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    return (low + rng.random((t, n, *space.shape), dtype=np.float32) * (high - low)).astype(
+        np.float32
+    )
+
+
+def sweeps(
+    env_id: str, vectorization: str, n: int, t: int
+) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+    raw = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode=vectorization)
+    raw.reset(seed=0)
+    actions = actions_for(raw.single_action_space, n, t)
+
+    def raw_sweep() -> None:
+        for action in actions:
+            raw.step(action)
+
+    bridge = GymnasiumEnv(env_id, n, vectorization=vectorization)
+    rollout = make_rollout(RolloutSpec.for_env(bridge, t, with_value=True))
+    slots = step_slots(rollout, with_valid=bridge.has_invalid_steps)
+    rollout[OBS][:, 0] = bridge.reset(seed=0)
+    torch_actions = [torch.from_numpy(a) for a in actions]
+
+    @torch.inference_mode()
+    def bridged_sweep() -> None:
+        for action, slot in zip(torch_actions, slots, strict=True):
+            bridge.step(action, slot)
+
+    def close() -> None:
+        raw.close()
+        bridge.close()
+
+    return {"raw": raw_sweep, "bridged": bridged_sweep}, close
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES))
+    parser.add_argument("--sizes", nargs="+", type=int, default=[16, 64, 256])
+    parser.add_argument("--num-steps", type=int, default=32, help="T steps per sweep")
+    parser.add_argument("--min-rep-s", type=float, default=0.3)
+    args = parser.parse_args(argv)
+    meta = setup(args, "gym_bridge")
+    rows: list[dict[str, Any]] = []
+    for case in args.cases:
+        env_id, _, vectorization = case.partition(":")
+        for n in args.sizes:
+            print(f"... {case} N={n}", flush=True)
+            fns, close = sweeps(env_id, vectorization or "sync", n, args.num_steps)
+            try:
+                timings = time_interleaved(fns, args.reps, args.min_rep_s)
+            finally:
+                close()
+            sps = {k: n * args.num_steps / v.median_s for k, v in timings.items()}
+            rows.append({"case": case, "N": n, "raw_sps": sps["raw"], "bridged_sps": sps["bridged"],
+                         "ratio": sps["bridged"] / sps["raw"]})  # fmt: skip
+    print()
+    print_table(
+        rows,
+        [("case", "env:vectorization", ""), ("N", "N", "d"), ("raw_sps", "raw SPS", ",.0f"),
+         ("bridged_sps", "bridged SPS", ",.0f"), ("ratio", "bridged/raw", ".3f")],
+    )  # fmt: skip
+    print()
+    for row in rows:
+        print(f"{row['case']} N={row['N']}: bridged/raw {row['ratio']:.3f} (target >= {TARGET}): "
+              f"{verdict(row['ratio'], TARGET, True)}")  # fmt: skip
+    write_json(args.json, meta, {"rows": rows})
+
+
+if __name__ == "__main__":
+    main()
