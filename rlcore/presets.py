@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 
@@ -38,6 +40,14 @@ PRESETS: dict[str, ExperimentConfig] = {
     ),
 }
 
+# Gymnasium's own CartPole-v1 through the bridge (rlcore.envs.gym_bridge): the cartpole
+# preset on Gymnasium's numpy-vectorised CartPoleVectorEnv.
+PRESETS["gym_cartpole"] = dataclasses.replace(
+    PRESETS["cartpole"],
+    env=EnvConfig(
+        "gymnasium:CartPole-v1", num_envs=32, options={"vectorization": "vector_entry_point"}
+    ),
+)
 
 # GRPO: critic-free, groups of 4 envs sharing each start. Rollouts are as long as an episode
 # can be (CartPole's 500-step limit is cut at 256: the same cut for every member keeps the
