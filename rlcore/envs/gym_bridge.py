@@ -407,6 +407,11 @@ class GymnasiumEnv(BatchedEnv):
             frames = self.envs.render()
         except gymnasium.error.DependencyNotInstalled as exc:
             raise GymnasiumBridgeError(f"{self.name} cannot render: {exc}") from None
+        except Exception as exc:  # e.g. MuJoCo without an OpenGL platform
+            raise GymnasiumBridgeError(
+                f"{self.name} cannot render: {exc} (MuJoCo renders offscreen with "
+                "MUJOCO_GL=egl or MUJOCO_GL=osmesa)"
+            ) from exc
         if frames is None:
             raise GymnasiumBridgeError(f"{self.name} does not render (render_mode rgb_array)")
         batch = torch.from_numpy(np.stack([np.asarray(f) for f in frames])[..., :3].copy())
