@@ -48,6 +48,19 @@ PRESETS["gym_cartpole"] = dataclasses.replace(
         "gymnasium:CartPole-v1", num_envs=32, options={"vectorization": "vector_entry_point"}
     ),
 )
+# Gymnasium's MuJoCo HalfCheetah-v5 through the bridge (`pip install -e ".[mujoco]"`): 8 sync
+# envs x 256 steps, CleanRL-like PPO (tanh 64x64, normalised observations, linear lr decay),
+# rewards scaled by 0.1 in place of a running return normaliser. 1M env steps.
+PRESETS["gym_halfcheetah"] = ExperimentConfig(
+    env=EnvConfig("gymnasium:HalfCheetah-v5", num_envs=8),
+    policy=PolicyConfig(activation="tanh", normalize_obs=True, init_log_std=0.0),
+    ppo=PPOConfig(
+        lr=3e-4, lr_schedule="linear", reward_scale=0.1, num_epochs=10, num_minibatches=32
+    ),
+    trainer=TrainerConfig(
+        total_env_steps=1_000_000, num_steps=256, eval_every_iters=50, eval_episodes=8
+    ),
+)
 
 # GRPO: critic-free, groups of 4 envs sharing each start. Rollouts are as long as an episode
 # can be (CartPole's 500-step limit is cut at 256: the same cut for every member keeps the
