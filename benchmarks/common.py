@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +22,30 @@ import torch
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS_BY_ALGORITHM
 from rlcore.runtime import configure_cpu
+
+
+def scratch_env(**extra: str) -> dict[str, str]:
+    """Environment for benchmarks that run git, DVC and this interpreter in a throwaway repo:
+    this venv first on PATH, no analytics, a fixed committer."""
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+        **extra,
+    }
+
+
+def run_timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Run a command, fail loudly with its output, and return its wall seconds."""
+    start = time.perf_counter()
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return time.perf_counter() - start
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -18,19 +18,17 @@ in <= 30 s.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import yaml
 
-from benchmarks.common import print_table, verdict, write_json
+from benchmarks.common import print_table, scratch_env, verdict, write_json
+from benchmarks.common import run_timed as run
 
 TARGET_S = 30.0
 REPO = Path(__file__).resolve().parents[1]
@@ -70,14 +68,6 @@ stages:
 """
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return time.perf_counter() - start
-
-
 def build_project(root: Path, experiments: int, seeds: int, env: dict[str, str]) -> None:
     defaults = yaml.safe_load((REPO / "params.yaml").read_text())
     defaults["seeds"] = list(range(seeds))
@@ -112,16 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("git is needed (the experiments live in a temporary git repo)")
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(REPO),
-        "DVC_NO_ANALYTICS": "1",
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    }
+    env = scratch_env(PYTHONPATH=str(REPO))
     with tempfile.TemporaryDirectory(prefix="compare-runs-") as tmp:
         root = Path(tmp)
         build_project(root, args.experiments, args.seeds, env)

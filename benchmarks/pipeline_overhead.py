@@ -23,31 +23,21 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import print_table, verdict, write_json
+from benchmarks.common import print_table, scratch_env, verdict, write_json
+from benchmarks.common import run_timed as run
 
 TARGET_OVERHEAD = 0.10
 TARGET_NOOP_S = 5.0
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run(args: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Run a command, fail loudly with its output, and return its wall seconds."""
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return time.perf_counter() - start
 
 
 def fresh_project(dest: Path, env: dict[str, str]) -> None:
@@ -100,15 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("git is needed (the pipeline runs in a temporary git repo)")
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DVC_NO_ANALYTICS": "1",
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    }
+    env = scratch_env()
     print("dvc repro of the default experiment (params.yaml) in a fresh copy; threads from it")
     rows = []
     for rep in range(args.reps):

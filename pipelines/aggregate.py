@@ -55,7 +55,8 @@ class SeedRun:
     train: dict[str, float] | None = None
     evaluation: dict[str, float] | None = None
     curve: list[dict[str, float]] | None = None
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # every problem, missing files included
+    missing: list[str] = field(default_factory=list)  # the problems that are missing files
 
     @property
     def complete(self) -> bool:
@@ -130,7 +131,9 @@ def load_seed(read: Reader, layout: Layout, seed: int) -> SeedRun:
         where = path.as_posix()
         text = read(where)
         if text is None:
-            run.problems.append(f"{where} is missing: run the `{stage}` stage of seed {seed}")
+            message = f"{where} is missing: run the `{stage}` stage of seed {seed}"
+            run.problems.append(message)
+            run.missing.append(message)
             continue
         try:
             setattr(run, attr, parse(text, where))

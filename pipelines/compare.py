@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import html
 import json
 import re
@@ -106,9 +107,7 @@ def unique_labels(runs: list[Run]) -> None:
         count = seen.get(run.label, 0)
         seen[run.label] = count + 1
         if count:
-            run.source = type(run.source)(
-                f"{run.label} ({count + 1})", run.source.rev, run.source.kind
-            )
+            run.source = dataclasses.replace(run.source, label=f"{run.label} ({count + 1})")
 
 
 def seeds_cell(run: Run) -> str:

@@ -108,10 +108,10 @@ Evaluation return during training: the line is the mean over seeds, the band the
 def _checked(seeds: list[SeedRun]) -> list[SeedRun]:
     """The report stage runs after every seed's stages: any gap is an error, not a footnote."""
     for run in seeds:
-        for problem in run.problems:
-            if " is missing: " in problem:
-                raise FileNotFoundError(problem)
-            raise SeedResultsError(problem)
+        if run.missing:
+            raise FileNotFoundError(run.missing[0])
+        if run.problems:
+            raise SeedResultsError(run.problems[0])
     return seeds
 
 

@@ -29,6 +29,14 @@ class Segments(NamedTuple):
     carry: torch.Tensor
 
 
+def _running_sum(values: torch.Tensor) -> torch.Tensor:
+    """Float64 running sums over time of a [T, N] tensor, in a fresh contiguous tensor."""
+    out = values.to(torch.float64, copy=True, memory_format=torch.contiguous_format)
+    for t in range(1, out.shape[0]):  # T vector adds beat torch.cumsum(dim=0) ~5x on CPU
+        out[t].add_(out[t - 1])
+    return out
+
+
 def episode_segments(
     reward: torch.Tensor,
     ends: torch.Tensor,
@@ -52,17 +60,11 @@ def episode_segments(
         reward: [T, N] float; ends: [T, N] bool; carry: [2, N] float; valid: [T, N] bool
     """
     horizon, n = reward.shape
-    cum = reward.to(torch.float64, copy=True, memory_format=torch.contiguous_format)
-    for t in range(1, horizon):  # T vector adds beat torch.cumsum(dim=0) ~5x on CPU
-        cum[t].add_(cum[t - 1])
+    cum = _running_sum(reward)
     cum_flat = cum.view(-1)
     carry_return, carry_length = carry[0].double(), carry[1].double()
-
-    steps = None
-    if valid is not None:  # a running count of valid steps, read like the rewards
-        steps = valid.to(torch.float64, copy=True, memory_format=torch.contiguous_format)
-        for t in range(1, horizon):
-            steps[t].add_(steps[t - 1])
+    # a running count of valid steps, read like the rewards
+    steps = None if valid is None else _running_sum(valid)
 
     flat_by_time = ends.reshape(-1).nonzero().squeeze(1)
     env, order = (flat_by_time % n).sort(stable=True)  # stable: time order within an env

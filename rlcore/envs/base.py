@@ -54,6 +54,15 @@ import gymnasium.spaces as spaces
 import torch
 
 
+def check_group_size(num_reset: int, group_size: int) -> None:
+    """A group reset needs whole groups: `group_size` must divide the number of reset envs."""
+    if group_size <= 0 or num_reset % group_size != 0:
+        raise ValueError(
+            f"group_size must be a positive divisor of the number of reset envs "
+            f"({num_reset}), got {group_size}"
+        )
+
+
 @dataclass(frozen=True)
 class StepSlot:
     """Views into preallocated storage where `BatchedEnv.step` writes one transition."""
@@ -216,11 +225,7 @@ class TorchEnv(BatchedEnv):
         if seed is not None:
             self.generator.manual_seed(seed)
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
-        if group_size <= 0 or ids.numel() % group_size != 0:
-            raise ValueError(
-                f"group_size must be a positive divisor of the number of reset envs "
-                f"({ids.numel()}), got {group_size}"
-            )
+        check_group_size(ids.numel(), group_size)
         self._reset_ids(ids, group_size)
         self.elapsed_steps[ids] = 0
         obs = torch.empty(self.num_envs, self.obs_dim, device=self.device)

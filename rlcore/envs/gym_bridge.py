@@ -56,7 +56,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 ACTION_MODES = ("clip", "rescale")
@@ -162,7 +162,7 @@ class GymnasiumEnv(BatchedEnv):
         vector_env: VectorEnv | None = None,
     ) -> None:
         if (env_id is None) == (vector_env is None):
-            raise ValueError("give either a Gymnasium env id or a vector env, not both")
+            raise ValueError("give exactly one of a Gymnasium env id and a vector env")
         if vectorization not in VECTORIZATIONS:
             raise ValueError(
                 f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}"
@@ -294,11 +294,7 @@ class GymnasiumEnv(BatchedEnv):
             mask = np.zeros(n, dtype=bool)
             mask[env_ids.to("cpu", torch.long).numpy()] = True
         count = int(mask.sum())
-        if group_size <= 0 or count % group_size != 0:
-            raise ValueError(
-                f"group_size must be a positive divisor of the number of reset envs "
-                f"({count}), got {group_size}"
-            )
+        check_group_size(count, group_size)
         partial = not mask.all()
         if (partial or group_size > 1) and not self._can_reset_some:
             raise GymnasiumBridgeError(
