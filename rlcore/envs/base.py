@@ -48,9 +48,11 @@ int64 for Discrete spaces.
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass
 
 import gymnasium.spaces as spaces
+import numpy as np
 import torch
 
 
@@ -75,6 +77,15 @@ class StepSlot:
     success: torch.Tensor | None = None
     # Only for envs with `has_invalid_steps`: false where the step was no real transition.
     valid: torch.Tensor | None = None
+
+    @functools.cached_property
+    def host_views(self) -> tuple[np.ndarray, ...]:
+        """numpy views of a CPU slot (next_obs, reward, terminated, truncated, done, then
+        valid if present), made once: host-side envs write through them without a copy."""
+        fields = [self.next_obs, self.reward, self.terminated, self.truncated, self.done]
+        if self.valid is not None:
+            fields.append(self.valid)
+        return tuple(t.numpy() for t in fields)
 
     @staticmethod
     def allocate(num_envs: int, obs_dim: int, device: torch.device, with_success: bool) -> StepSlot:

@@ -22,12 +22,12 @@ Auto-reset, per the contract (after a `done`, `next_obs` is the first observatio
 next episode; the true final observation is in `final_obs`), for each Gymnasium 1.x mode:
 
 - `same-step`: the vector env resets within the step; the final observation comes from the
-  step's `info["final_obs"]`;
+  step's `info["final_obs"]`. Envs built here with `sync` or `async` use this mode (the
+  cheapest of the three for them: measured in `benchmarks/gym_bridge.py`);
 - `next-step` or `disabled`, on `SyncVectorEnv` / `AsyncVectorEnv`: the step's observation
   of a done instance *is* its final observation; the bridge then resets exactly those
   instances (`reset(options={"reset_mask": done})`), which also cancels a pending next-step
   reset, so the vector env's extra reset step never happens and never becomes a transition.
-  Envs built here from an id use `disabled`.
 - `next-step` on a numpy-vectorised env that cannot reset chosen instances (e.g.
   `CartPoleVectorEnv`): the step after a `done` resets the instance inside the vector env
   and ignores its action. The bridge reports that step as an invalid transition
@@ -64,7 +64,9 @@ _SEED_BOUND = 2**31 - 1
 
 
 def slot_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
-    return slot.next_obs, slot.reward, slot.terminated, slot.truncated, slot.done
+    """The fields the bridge writes, in `StepSlot.host_views` order (`valid` last, if any)."""
+    fields = (slot.next_obs, slot.reward, slot.terminated, slot.truncated, slot.done)
+    return fields if slot.valid is None else (*fields, slot.valid)
 
 
 class GymnasiumBridgeError(ValueError):
@@ -190,6 +192,8 @@ class GymnasiumEnv(BatchedEnv):
         self._action_offset = int(getattr(vector_env.single_action_space, "start", 0))
         self._rescale = actions == "rescale" and isinstance(self.action_space, spaces.Box)
         obs_dim = sum(width for _, width in self._layout)
+        # A Box of vectors arrives as [N, obs_dim] rows: copied without a reshape.
+        self._obs_is_rows = len(vector_env.single_observation_space.shape or ()) == 1
         low, high = _flat_bounds(vector_env.single_observation_space)
         self.observation_space = spaces.Box(low, high, shape=(obs_dim,), dtype=np.float32)
         limit = max_episode_steps or (spec.max_episode_steps if spec is not None else None)
@@ -212,21 +216,36 @@ class GymnasiumEnv(BatchedEnv):
                 "chosen instances (SyncVectorEnv or AsyncVectorEnv)"
             )
         self._pending = np.zeros(self.num_envs, dtype=bool)  # next-step resets still to come
+        # The step's last part, per auto-reset mode (chosen once: `step` is the hot path).
+        if self._mode == AutoresetMode.SAME_STEP:
+            self._finish = self._finish_same_step
+        elif self._can_reset_some:
+            self._finish = self._finish_by_masked_reset
+        else:
+            self._finish = self._finish_next_step
 
         # Off the CPU, results are staged in pinned host memory and copied asynchronously.
         self._staging: tuple[np.ndarray, ...] | None = None
         if self.device.type != "cpu":
             n, pin = self.num_envs, self.device.type == "cuda"
             flags = [torch.empty(n, dtype=torch.bool, pin_memory=pin) for _ in range(3)]
+            if self.has_invalid_steps:
+                flags.append(torch.empty(n, dtype=torch.bool, pin_memory=pin))
             self._staging_tensors = (
                 torch.empty(n, obs_dim, pin_memory=pin),
                 torch.empty(n, pin_memory=pin),
                 *flags,
             )
             self._staging = tuple(t.numpy() for t in self._staging_tensors)
+            # The host must not rewrite staging before the previous step's copies have run.
+            self._copied = torch.cuda.Event() if pin else None
         self.final_obs = torch.zeros(self.num_envs, obs_dim, device=self.device)
-        self._views: dict[int, tuple[StepSlot, tuple[np.ndarray, ...]]] = {}
-        if isinstance(self.action_space, spaces.Box):
+        self._final_host = self.final_obs.numpy() if self.device.type == "cpu" else None
+        self._discrete = isinstance(self.action_space, spaces.Discrete)
+        self._action_shape = torch.Size(
+            (self.num_envs,) if self._discrete else (self.num_envs, self.action_dim)
+        )
+        if not self._discrete:
             self._low = torch.as_tensor(self.action_space.low, device=self.device)
             self._high = torch.as_tensor(self.action_space.high, device=self.device)
         self._rng = np.random.default_rng()
@@ -236,11 +255,10 @@ class GymnasiumEnv(BatchedEnv):
 
     def _flatten_into(self, obs: Any, out: np.ndarray) -> None:
         """Write the batch's observations, flattened, into `out` ([N, obs_dim] float32)."""
-        n = self.num_envs
         if self._layout[0][0] is None:
-            np.copyto(out, np.asarray(obs).reshape(n, -1), casting="unsafe")
+            out[...] = obs if self._obs_is_rows else np.reshape(obs, out.shape)
             return
-        start = 0
+        n, start = self.num_envs, 0
         for key, width in self._layout:
             part = np.asarray(obs[key]).reshape(n, -1)
             np.copyto(out[:, start : start + width], part, casting="unsafe")
@@ -252,23 +270,19 @@ class GymnasiumEnv(BatchedEnv):
         return out
 
     def _to_host_action(self, action: torch.Tensor) -> np.ndarray:
-        if isinstance(self.action_space, spaces.Discrete):
-            if action.shape != (self.num_envs,) and action.shape != (self.num_envs, 1):
+        if action.shape != self._action_shape:
+            if not (self._discrete and action.shape == (self.num_envs, 1)):
+                expected = list(self._action_shape)
                 raise GymnasiumBridgeError(
-                    f"{self.name}: actions must have shape [{self.num_envs}] for "
-                    f"{self.action_space}, got {list(action.shape)}"
+                    f"{self.name}: actions must have shape {expected} for {self.action_space}, "
+                    f"got {list(action.shape)}"
                 )
-            if action.dim() != 1:
-                action = action.reshape(self.num_envs)
-            if action.device.type != "cpu" or action.dtype != torch.int64:
+            action = action.reshape(self.num_envs)
+        if self._discrete:
+            if action.dtype != torch.int64 or not action.is_cpu:
                 action = action.to("cpu", torch.int64)
             indices = action.numpy()
             return indices + self._action_offset if self._action_offset else indices
-        if action.shape != (self.num_envs, self.action_dim):
-            raise GymnasiumBridgeError(
-                f"{self.name}: actions must have shape [{self.num_envs}, {self.action_dim}] "
-                f"for {self.action_space}, got {list(action.shape)}"
-            )
         if self._rescale:
             action = self._low + (action.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
         else:
@@ -320,60 +334,64 @@ class GymnasiumEnv(BatchedEnv):
     def _current_obs(self) -> torch.Tensor:
         return torch.from_numpy(np.array(self._last_obs, dtype=np.float32)).to(self.device)
 
-    def _host(self, slot: StepSlot) -> tuple[np.ndarray, ...]:
-        """numpy arrays the step's results are written into: on CPU the rollout slot itself
-        (numpy views, so each field is copied once, by numpy), on CUDA pinned staging.
-
-        A collector hands the same T slots every rollout, so their views are made once.
-        """
-        if self._staging is not None:
-            return self._staging
-        cached = self._views.get(id(slot))
-        if cached is not None and cached[0] is slot:
-            return cached[1]
-        views = tuple(field.numpy() for field in slot_fields(slot))
-        if slot.valid is not None:
-            views += (slot.valid.numpy(),)
-        if len(self._views) > 4096:  # slots of a collector no longer in use
-            self._views.clear()
-        self._views[id(slot)] = (slot, views)
-        return views
-
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
         obs, reward, terminated, truncated, info = self.envs.step(self._to_host_action(action))
-        next_obs, reward_out, terminated_out, truncated_out, done, *valid = self._host(slot)
-        np.copyto(terminated_out, terminated, casting="unsafe")
-        np.copyto(truncated_out, truncated, casting="unsafe")
+        if self._staging is None:  # CPU: numpy views of the rollout slot, one copy per field
+            host = slot.host_views
+        else:
+            host = self._staging
+            if self._copied is not None:
+                self._copied.synchronize()
+        _, reward_out, terminated_out, truncated_out, done = host[:5]
+        terminated_out[...] = terminated  # each a single numpy copy (casting as needed)
+        truncated_out[...] = truncated
         np.logical_or(terminated_out, truncated_out, out=done)
-        np.copyto(reward_out, reward, casting="unsafe")
-        any_done = bool(done.any())
-        if self._mode == AutoresetMode.SAME_STEP:
-            self._flatten_into(obs, next_obs)
-            if any_done:
-                self._write_final(self._final_from_info(info, done), done)
-        elif self._can_reset_some:
-            if any_done:  # the step's obs of a done instance is its final obs
-                self._flatten_into(obs, next_obs)
-                self._write_final(next_obs[done], done)
-                seeds = iter(self._seeds(int(done.sum())))
-                obs, _ = self.envs.reset(
-                    seed=[next(seeds) if d else None for d in done],
-                    options={"reset_mask": done.copy()},
-                )
-            self._flatten_into(obs, next_obs)
-        else:  # next-step without chosen resets: this step reset the pending instances
-            if valid:  # CPU: a view of slot.valid
-                np.logical_not(self._pending, out=valid[0])
-            elif slot.valid is not None:
-                slot.valid.copy_(torch.from_numpy(np.logical_not(self._pending)))
-            self._flatten_into(obs, next_obs)
-            if any_done:
-                self._write_final(next_obs[done], done)
-            self._pending = done.copy()
-        self._last_obs = next_obs
+        reward_out[...] = reward
+        self._finish(obs, info, host)
+        self._last_obs = host[0]
         if self._staging is not None:
-            for host, out in zip(self._staging_tensors, slot_fields(slot), strict=True):
-                out.copy_(host, non_blocking=True)
+            for staged, out in zip(self._staging_tensors, slot_fields(slot)):  # noqa: B905
+                out.copy_(staged, non_blocking=True)
+            if self._copied is not None:
+                self._copied.record()
+        if self.has_invalid_steps:  # the done rows of next_obs are the final observations
+            self.final_obs = slot.next_obs
+
+    def _finish_same_step(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+        next_obs, done = host[0], host[4]
+        self._flatten_into(obs, next_obs)
+        finals = info.get("final_obs")  # Gymnasium adds it when some instance is done
+        if finals is None:
+            return
+        if self._final_host is not None and self._layout[0][0] is None:  # a row at a time
+            for i in np.flatnonzero(done).tolist():
+                self._final_host[i] = finals[i] if self._obs_is_rows else np.reshape(finals[i], -1)
+        elif done.any():
+            self._write_final(self._final_from_info(info, done), done)
+
+    def _finish_by_masked_reset(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+        next_obs, done = host[0], host[4]
+        self._flatten_into(obs, next_obs)
+        if not done.any():
+            return
+        # The step's obs of a done instance is its final obs; then reset exactly those.
+        if self._final_host is not None:
+            np.copyto(self._final_host, next_obs)  # rows of running instances are stale
+        else:
+            self._write_final(next_obs[done], done)
+        seeds = iter(self._seeds(int(done.sum())))
+        obs, _ = self.envs.reset(
+            seed=[next(seeds) if d else None for d in done], options={"reset_mask": done.copy()}
+        )
+        self._flatten_into(obs, next_obs)
+
+    def _finish_next_step(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+        """This step reset the pending instances inside the vector env: not transitions."""
+        next_obs, done = host[0], host[4]
+        if len(host) > 5:  # the slot has `valid` (a rollout's; evaluation's has none)
+            np.logical_not(self._pending, out=host[5])
+        self._flatten_into(obs, next_obs)
+        np.copyto(self._pending, done)
 
     def _final_from_info(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Same-step mode: the done instances' final observations, from `info["final_obs"]`
@@ -392,8 +410,8 @@ class GymnasiumEnv(BatchedEnv):
         ])  # fmt: skip
 
     def _write_final(self, rows_obs: np.ndarray, done: np.ndarray) -> None:
-        if self.device.type == "cpu":
-            self.final_obs.numpy()[done] = rows_obs
+        if self._final_host is not None:
+            self._final_host[done] = rows_obs
             return
         ids = torch.from_numpy(np.flatnonzero(done)).to(self.device)
         self.final_obs[ids] = torch.from_numpy(rows_obs).to(self.device)
