@@ -16,6 +16,8 @@ from rlcore.algos.config import GRPOConfig, PPOConfig
 ALGORITHM_NAMES = ("ppo", "grpo")
 ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
 GYMNASIUM_PREFIX = "gymnasium:"  # "gymnasium:<env id>": any Gymnasium env, through the bridge
+MUJOCO_PREFIX = "mujoco:"  # "mujoco:<task>": native batched MuJoCo (rlcore.envs.mujoco_batch)
+MUJOCO_TASKS = ("HalfCheetah", "Hopper", "Ant")  # rlcore.envs.mujoco_batch.TASKS builds them
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
@@ -34,9 +36,10 @@ def _check_gymnasium_id(name: str) -> None:
 class EnvConfig:
     """Which env, how many instances, where; `options` go to the env's constructor.
 
-    `name` is a builtin env or `gymnasium:<id>` (e.g. `gymnasium:CartPole-v1`); for the
-    latter, `options` are the bridge's (`rlcore.envs.gym_bridge.GymnasiumEnv`):
-    vectorization, env_kwargs, max_episode_steps, actions.
+    `name` is a builtin env, `gymnasium:<id>` (e.g. `gymnasium:CartPole-v1`) or
+    `mujoco:<task>` (e.g. `mujoco:HalfCheetah`). For `gymnasium:`, `options` are the bridge's
+    (`rlcore.envs.gym_bridge.GymnasiumEnv`): vectorization, env_kwargs, max_episode_steps,
+    actions; for `mujoco:`, `rlcore.envs.mujoco_batch.MujocoEnv`'s: nthread, xml_file.
     """
 
     name: str = "cartpole"
@@ -47,10 +50,17 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.name.startswith(GYMNASIUM_PREFIX):
             _check_gymnasium_id(self.name)
+        elif self.name.startswith(MUJOCO_PREFIX):
+            task = self.name.removeprefix(MUJOCO_PREFIX)
+            if task not in MUJOCO_TASKS:
+                raise ValueError(
+                    f"env.name: unknown MuJoCo task {task!r}; choose one of "
+                    f"{[MUJOCO_PREFIX + t for t in MUJOCO_TASKS]}"
+                )
         elif self.name not in ENV_NAMES:
             raise ValueError(
-                f"env.name must be one of {sorted(ENV_NAMES)} or '{GYMNASIUM_PREFIX}<env id>', "
-                f"got {self.name!r}"
+                f"env.name must be one of {sorted(ENV_NAMES)}, '{GYMNASIUM_PREFIX}<env id>' or "
+                f"'{MUJOCO_PREFIX}<task>' ({', '.join(MUJOCO_TASKS)}), got {self.name!r}"
             )
         if self.num_envs <= 0:
             raise ValueError(f"env.num_envs must be a positive integer, got {self.num_envs}")

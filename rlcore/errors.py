@@ -9,3 +9,7 @@ class NonFiniteError(RuntimeError):
 
 class CheckpointError(RuntimeError):
     """A checkpoint file is missing, corrupt, truncated or from another configuration."""
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

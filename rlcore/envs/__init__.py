@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlcore.config import GYMNASIUM_PREFIX, EnvConfig
+from rlcore.config import GYMNASIUM_PREFIX, MUJOCO_PREFIX, EnvConfig
 from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.pendulum import Pendulum
@@ -25,6 +25,11 @@ def make_env(cfg: EnvConfig, num_envs: int | None = None) -> BatchedEnv:
 
         env_id = cfg.name.removeprefix(GYMNASIUM_PREFIX)
         return GymnasiumEnv(env_id, count, device=cfg.device, **cfg.options)
+    if cfg.name.startswith(MUJOCO_PREFIX):
+        from rlcore.envs.mujoco_batch import MujocoEnv
+
+        task = cfg.name.removeprefix(MUJOCO_PREFIX)
+        return MujocoEnv(task, count, device=cfg.device, **cfg.options)
     return ENVS[cfg.name](count, device=cfg.device, **cfg.options)
 
 

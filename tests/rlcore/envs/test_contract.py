@@ -1,5 +1,6 @@
-"""One contract suite, run over every builtin env and, through the Gymnasium bridge, over
-Gymnasium's CartPole-v1 and Pendulum-v1 and a Dict-observation env (and CUDA when present)."""
+"""One contract suite, run over every builtin env; through the Gymnasium bridge, over
+Gymnasium's CartPole-v1 and Pendulum-v1 and a Dict-observation env; over the native batched
+MuJoCo tasks; and on CUDA when present."""
 
 import gymnasium.spaces as spaces
 import pytest
@@ -12,11 +13,13 @@ from tests.rlcore.envs.gym_test_envs import register
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 N = 8
 BRIDGED = ("CartPole-v1", "Pendulum-v1", "rlcore-test/DictPoint-v0")
+NATIVE_MUJOCO = ("mujoco:HalfCheetah", "mujoco:Hopper", "mujoco:Ant")
 register()
 
 
 @pytest.fixture(
-    params=[(name, dev) for name in (*sorted(ENVS), *BRIDGED) for dev in DEVICES], ids=str
+    params=[(name, dev) for name in (*sorted(ENVS), *BRIDGED, *NATIVE_MUJOCO) for dev in DEVICES],
+    ids=str,
 )
 def make(request):
     name, device = request.param
@@ -24,6 +27,16 @@ def make(request):
     def build(num_envs: int = N) -> BatchedEnv:
         if name in ENVS:
             return ENVS[name](num_envs, device=device)
+        if name in NATIVE_MUJOCO:
+            from rlcore.envs.mujoco_batch import MujocoEnv, MujocoEnvError
+
+            env = MujocoEnv(name.removeprefix("mujoco:"), num_envs, device=device, nthread=1)
+            if request.node.name.startswith("test_render"):
+                try:
+                    env.render(size=8)
+                except MujocoEnvError as exc:  # no EGL/OSMesa on this machine
+                    pytest.skip(str(exc))
+            return env
         env = GymnasiumEnv(name, num_envs, device=device)
         request.addfinalizer(env.close)
         return env

@@ -1,0 +1,152 @@
+"""Batched MuJoCo simulation engines: N copies of one MjModel whose state torch can view.
+
+An `Engine` holds N simulations of one `mujoco.MjModel` and exposes their state as torch
+tensors on its device *without copies* (views of the engine's own storage), so a task can
+read observations and write controls with torch ops:
+
+- `qpos` [N, nq], `qvel` [N, nv], `ctrl` [N, nu]: the state (writes take effect at the
+  next call);
+- `xpos` [N, nbody, 3], `cfrc_ext` [N, nbody, 6]: derived fields, refreshed by every call
+  (after `step`, one substep behind the state, as with `mj_step`).
+
+Two implementations, chosen by the device (`make_engine`):
+
+- `BatchEngine` (CPU): `mujoco.batch.Batch`, stepping all simulations in C on a thread
+  pool; its state rows are float64 numpy arrays, viewed by torch;
+- `WarpEngine` (CUDA, `rlcore.envs.mujoco_batch.warp_engine`): MuJoCo Warp, the same model
+  batched on the GPU, its float32 arrays viewed by torch through DLPack.
+
+`reset` restores the model's defaults (`mj_resetData`) without computing anything: the
+caller writes its initial state, then calls `forward` on the same ids.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import mujoco
+import numpy as np
+import torch
+
+from rlcore.errors import MissingExtraError
+
+# Sensors that need `mj_rnePostConstraint`: the batch computes `cfrc_ext` only for models
+# that have one, so an engine asked for contact forces adds one (it changes no dynamics).
+_CONTACT_FORCE_SITE = "_rlcore_cfrc_site"
+
+
+class Engine(abc.ABC):
+    """N simulations of one model on one device (see the module docstring)."""
+
+    model: mujoco.MjModel
+    num_envs: int
+    device: torch.device
+    qpos: torch.Tensor
+    qvel: torch.Tensor
+    ctrl: torch.Tensor
+    xpos: torch.Tensor
+    cfrc_ext: torch.Tensor
+
+    @abc.abstractmethod
+    def step(self, nstep: int) -> None:
+        """Advance every simulation by `nstep` calls of `mj_step`."""
+
+    @abc.abstractmethod
+    def reset(self, env_ids: torch.Tensor | None = None) -> None:
+        """Restore the model's default state in `env_ids` (all by default); computes nothing."""
+
+    @abc.abstractmethod
+    def forward(self, env_ids: torch.Tensor | None = None) -> None:
+        """Compute the derived fields of `env_ids` (all by default) at their current state."""
+
+    @abc.abstractmethod
+    def copy_state(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Make simulations `dst` exact copies of `src` (pairwise), derived fields included."""
+
+    @abc.abstractmethod
+    def state(self) -> torch.Tensor:
+        """The whole integration state, [N, nstate] (a view: clone it to keep it)."""
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.qpos.dtype
+
+
+def with_contact_forces(model: mujoco.MjModel, spec: mujoco.MjSpec) -> mujoco.MjModel:
+    """`spec` compiled with a force sensor on the first body, so that every step computes
+    `cfrc_ext` (MuJoCo runs `mj_rnePostConstraint` only for models with such sensors)."""
+    if any(model.sensor_type == mujoco.mjtSensor.mjSENS_FORCE):
+        return model
+    site = spec.body(model.body(1).name).add_site()
+    site.name = _CONTACT_FORCE_SITE
+    sensor = spec.add_sensor()
+    sensor.type = mujoco.mjtSensor.mjSENS_FORCE
+    sensor.objtype = mujoco.mjtObj.mjOBJ_SITE
+    sensor.objname = _CONTACT_FORCE_SITE
+    return spec.compile()
+
+
+def _writable_view(array: np.ndarray) -> torch.Tensor:
+    """A torch view of a batch output (read-only numpy flags; torch would warn)."""
+    view = array.view()
+    view.flags.writeable = True
+    return torch.from_numpy(view)
+
+
+class BatchEngine(Engine):
+    """`mujoco.batch.Batch` on CPU threads; results bit-identical at any thread count."""
+
+    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int = 0) -> None:
+        from mujoco.batch import Batch
+
+        self.model = model
+        self.num_envs = num_envs
+        self.device = torch.device("cpu")
+        self.batch = Batch(model, num_envs, nthread=nthread)
+        self._state = torch.from_numpy(self.batch.state)
+        self.qpos = torch.from_numpy(self.batch.bind("qpos"))
+        self.qvel = torch.from_numpy(self.batch.bind("qvel"))
+        self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
+        self.xpos = _writable_view(self.batch.bind("xpos"))
+        self.cfrc_ext = _writable_view(self.batch.bind("cfrc_ext"))
+
+    def step(self, nstep: int) -> None:
+        self.batch.step(nstep=nstep)
+
+    def reset(self, env_ids: torch.Tensor | None = None) -> None:
+        self.batch.reset(_host_ids(env_ids), stage=mujoco.mjtStage.mjSTAGE_NONE)
+
+    def forward(self, env_ids: torch.Tensor | None = None) -> None:
+        self.batch.forward(_host_ids(env_ids))
+
+    def copy_state(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        self._state[dst] = self._state[src]
+        self.forward(dst)
+
+    def state(self) -> torch.Tensor:
+        return self._state
+
+
+def _host_ids(env_ids: torch.Tensor | None) -> np.ndarray | None:
+    return None if env_ids is None else env_ids.to("cpu", torch.int64).numpy()
+
+
+def make_engine(
+    model: mujoco.MjModel, num_envs: int, device: torch.device, nthread: int = 0
+) -> Engine:
+    """The engine for `device`: `BatchEngine` on CPU, `WarpEngine` on CUDA."""
+    if device.type == "cpu":
+        return BatchEngine(model, num_envs, nthread=nthread)
+    if device.type == "cuda":
+        try:
+            from rlcore.envs.mujoco_batch.warp_engine import WarpEngine
+        except ImportError as exc:
+            raise MissingExtraError(
+                f"MuJoCo on CUDA needs MuJoCo Warp ({exc.name or exc}): "
+                "pip install 'rlcore[mujoco-warp]'"
+            ) from exc
+        return WarpEngine(model, num_envs, device)
+    raise ValueError(f"no MuJoCo engine for device {device} (use cpu or cuda)")
+
+
+__all__ = ["BatchEngine", "Engine", "make_engine", "with_contact_forces"]

@@ -1,0 +1,198 @@
+"""`MujocoEnv`: a locomotion task on a batched MuJoCo engine, behind the env contract.
+
+The engine steps all N simulations at once (C threads on CPU, MuJoCo Warp on CUDA); the
+task turns its state into observations, rewards and terminations with torch ops written
+straight into the rollout slot. `TorchEnv` supplies the episode clock, truncation, `done`,
+`final_obs` (read before the auto-reset, so truncation bootstraps from the true final
+observation) and masked auto-reset of the finished instances only.
+
+Resets follow Gymnasium: the model's defaults, `qpos0 + noise` and `0 + noise` written into
+the state, then `mj_forward`. A group reset (GRPO) samples one state per group and copies
+that simulation's whole integration state to the rest of its group, so a group's members
+are bit-identical and stay so under identical actions.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import gymnasium.spaces as spaces
+import mujoco
+import numpy as np
+import torch
+
+from rlcore.envs.base import StepSlot, TorchEnv
+from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
+from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
+
+EXPECTED_ACTUATORS = {"HalfCheetah": 6, "Hopper": 3, "Ant": 8}
+
+
+class MujocoEnvError(ValueError):
+    """A MuJoCo task or model that cannot be built (the message names the task or file)."""
+
+
+def load_model(task_name: str, task: Task, xml_file: str | None) -> mujoco.MjModel:
+    """Compile the task's MJCF (Gymnasium's by default), checking what the task needs."""
+    path = xml_file or gymnasium_asset(task.xml_file)
+    if not os.path.isfile(path):
+        raise MujocoEnvError(f"mujoco:{task_name}: MJCF file not found: {path}")
+    try:
+        spec = mujoco.MjSpec.from_file(path)
+        with warnings.catch_warnings():  # Gymnasium's half_cheetah.xml uses settotalmass
+            warnings.filterwarnings("ignore", "compiler attribute 'settotalmass'")
+            model = spec.compile()
+        if task.needs_contact_forces:
+            model = with_contact_forces(model, spec)
+    except ValueError as exc:  # MuJoCo's parse and compile errors
+        raise MujocoEnvError(f"mujoco:{task_name}: cannot compile {path}: {exc}") from None
+    expected = EXPECTED_ACTUATORS[task_name]
+    if model.nu != expected:
+        raise MujocoEnvError(
+            f"mujoco:{task_name}: {path} has {model.nu} actuators; the task expects {expected}"
+        )
+    return model
+
+
+class MujocoEnv(TorchEnv):
+    """N instances of a MuJoCo locomotion task (`HalfCheetah`, `Hopper`, `Ant`) on `device`.
+
+    `nthread`: CPU threads of the batch (0: all CPUs; results do not depend on it).
+    `xml_file`: another MJCF with the same actuators (default: Gymnasium's).
+    """
+
+    def __init__(
+        self,
+        task: str,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        *,
+        nthread: int = 0,
+        xml_file: str | None = None,
+    ) -> None:
+        if task not in TASKS:
+            raise MujocoEnvError(f"unknown MuJoCo task {task!r}; choose one of {sorted(TASKS)}")
+        if num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
+        self.name = f"mujoco:{task}"
+        self.task = TASKS[task]()
+        model = load_model(task, self.task, xml_file)
+        self.engine: Engine = make_engine(model, num_envs, torch.device(device), nthread)
+        self.max_episode_steps = self.task.max_episode_steps
+        obs_dim = self.task.obs_dim(self.engine)
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
+        low, high = model.actuator_ctrlrange.T.astype(np.float32)
+        self.action_space = spaces.Box(low, high, dtype=np.float32)
+        super().__init__(num_envs, device)
+        self.dt = model.opt.timestep * self.task.frame_skip
+        dtype = self.engine.dtype
+        self._qpos0 = torch.as_tensor(model.qpos0, dtype=dtype, device=self.device)
+        self._low = torch.as_tensor(low, device=self.device)
+        self._high = torch.as_tensor(high, device=self.device)
+        self._x_prev = torch.zeros(num_envs, dtype=dtype, device=self.device)
+        self._renderer: mujoco.Renderer | None = None
+        self._reset_ids(self._all_ids, 1)
+
+    # --- TorchEnv hooks ----------------------------------------------------------------
+
+    def _advance(self, action: torch.Tensor, slot: StepSlot) -> None:
+        if action.shape != (self.num_envs, self.action_dim):
+            raise ValueError(
+                f"{self.name}: actions must have shape [{self.num_envs}, {self.action_dim}], "
+                f"got {list(action.shape)}"
+            )
+        action = torch.maximum(torch.minimum(action, self._high), self._low)
+        engine = self.engine
+        engine.ctrl.copy_(action)
+        engine.step(self.task.frame_skip)
+        x_now = self.task.progress(engine)
+        x_velocity = (x_now - self._x_prev) / self.dt
+        self._x_prev.copy_(x_now)
+        slot.reward.copy_(self.task.reward(engine, action, x_velocity))
+        healthy = self.task.healthy(engine)
+        if healthy is None:
+            slot.terminated.zero_()
+        else:
+            torch.logical_not(healthy, out=slot.terminated)
+
+    def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
+        engine, ids = self.engine, env_ids.to(self.device, torch.long)
+        leaders = ids.view(-1, group_size)[:, 0] if group_size > 1 else ids
+        engine.reset(leaders)
+        model = engine.model
+        dq, dv = self.task.noise(leaders.numel(), model.nq, model.nv, self.generator, self.device)
+        engine.qpos[leaders] = (self._qpos0 + dq).to(engine.dtype)
+        engine.qvel[leaders] = dv.to(engine.dtype)
+        engine.forward(leaders)
+        if group_size > 1:
+            followers = ids.view(-1, group_size)[:, 1:]
+            engine.copy_state(leaders.repeat_interleave(group_size - 1), followers.reshape(-1))
+        self._x_prev[ids] = self.task.progress(engine)[ids]
+
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        ids = mask.nonzero().squeeze(1)  # a host sync; the engines reset by index
+        if ids.numel() > 0:
+            self._reset_ids(ids, 1)
+
+    def _observe(self, out: torch.Tensor) -> None:
+        self.task.observe(self.engine, out)
+
+    def _physics_state(self) -> dict[str, torch.Tensor]:
+        return {"state": self.engine.state(), "x_prev": self._x_prev}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore the simulations and clocks; derived fields are recomputed from the state."""
+        self.engine.state().copy_(state["physics.state"])
+        self._x_prev.copy_(state["physics.x_prev"])
+        self.elapsed_steps.copy_(state["elapsed_steps"])
+        self.generator.set_state(state["generator"])
+        self.engine.forward()
+
+    # --- video -------------------------------------------------------------------------
+
+    def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Frames from `mujoco.Renderer` offscreen (EGL or OSMesa where there is no display),
+        a camera tracking the torso; shadows and reflections off (software GL is ~7x
+        slower with them)."""
+        model = self.engine.model
+        ids = range(self.num_envs) if env_ids is None else env_ids.tolist()
+        renderer = self._renderer_of(size)
+        data = mujoco.MjData(model)
+        camera = mujoco.MjvCamera()
+        camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        camera.trackbodyid = 1
+        camera.distance = self.task.camera_distance
+        camera.elevation = -20.0
+        qpos = self.engine.qpos.detach().to("cpu", torch.float64).numpy()
+        qvel = self.engine.qvel.detach().to("cpu", torch.float64).numpy()
+        frames = []
+        for i in ids:
+            data.qpos[:], data.qvel[:] = qpos[i], qvel[i]
+            mujoco.mj_forward(model, data)
+            renderer.update_scene(data, camera)
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+            frames.append(torch.from_numpy(renderer.render().copy()))
+        return torch.stack(frames).to(self.device)
+
+    def _renderer_of(self, size: int) -> mujoco.Renderer:
+        if self._renderer is None or self._renderer.height != size:
+            if self._renderer is not None:
+                self._renderer.close()
+            model = self.engine.model
+            model.vis.global_.offwidth = max(model.vis.global_.offwidth, size)
+            model.vis.global_.offheight = max(model.vis.global_.offheight, size)
+            try:
+                self._renderer = mujoco.Renderer(model, size, size)
+            except Exception as exc:  # no OpenGL platform: EGL or OSMesa missing
+                raise MujocoEnvError(
+                    f"{self.name} cannot render: {exc} (offscreen rendering needs EGL or OSMesa:"
+                    " set MUJOCO_GL=egl or MUJOCO_GL=osmesa before importing mujoco)"
+                ) from exc
+        return self._renderer
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None

@@ -1,0 +1,172 @@
+"""Locomotion tasks over an `Engine`: Gymnasium's `-v5` HalfCheetah, Hopper and Ant.
+
+Each task reads the engine's state views and writes observations, rewards and terminations
+with torch ops, reproducing Gymnasium's `-v5` definitions with their default arguments
+(observations, reward terms and weights, health checks, reset noise, frame skip, time
+limit), on the MJCF files that ship with Gymnasium. The forward reward is the progress of
+`progress()` over the step divided by `dt = timestep * frame_skip`, as in Gymnasium.
+
+One known difference: Ant's contact forces (`cfrc_ext`, in its observation and contact
+cost). Gymnasium calls `mj_rnePostConstraint` after `mj_step`, mixing the step's contacts
+with the integrated velocities; a batched engine computes them inside the step (a force
+sensor makes MuJoCo do so). Positions, velocities, rewards of the other terms and
+terminations match Gymnasium (tests/rlcore/envs/test_mujoco_batch.py).
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from rlcore.envs.mujoco_batch.engine import Engine
+
+
+def gymnasium_asset(xml_file: str) -> str:
+    """Path of an MJCF file shipped with Gymnasium (`gymnasium[mujoco]`)."""
+    import gymnasium
+
+    return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", xml_file)
+
+
+class Task(abc.ABC):
+    """What a locomotion task computes from the engine's state (see module docstring)."""
+
+    xml_file: ClassVar[str]
+    frame_skip: ClassVar[int]
+    max_episode_steps: ClassVar[int] = 1000
+    reset_noise_scale: ClassVar[float]
+    ctrl_cost_weight: ClassVar[float]
+    needs_contact_forces: ClassVar[bool] = False
+    camera_distance: ClassVar[float] = 4.0
+
+    @abc.abstractmethod
+    def obs_dim(self, engine: Engine) -> int:
+        """Width of one observation."""
+
+    @abc.abstractmethod
+    def observe(self, engine: Engine, out: torch.Tensor) -> None:
+        """Write every instance's observation into `out` ([N, obs_dim] float32)."""
+
+    def progress(self, engine: Engine) -> torch.Tensor:
+        """The coordinate whose rate of change is rewarded ([N]): the root's x."""
+        return engine.qpos[:, 0]
+
+    @abc.abstractmethod
+    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+        """The step's reward ([N]) after the engine stepped."""
+
+    def healthy(self, engine: Engine) -> torch.Tensor | None:
+        """Where each instance is healthy ([N] bool), or None for a task that never ends."""
+        return None
+
+    def noise(
+        self, count: int, nq: int, nv: int, generator: torch.Generator, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Initial-state perturbations of qpos ([count, nq]) and qvel ([count, nv]):
+        uniform in +-scale for qpos, `scale * N(0, 1)` for qvel (HalfCheetah and Ant)."""
+        scale = self.reset_noise_scale
+        dq = (
+            torch.rand(count, nq, generator=generator, device=device, dtype=torch.float64) * 2 - 1
+        ) * scale
+        dv = torch.randn(count, nv, generator=generator, device=device, dtype=torch.float64) * scale
+        return dq, dv
+
+    def ctrl_cost(self, action: torch.Tensor) -> torch.Tensor:
+        return self.ctrl_cost_weight * action.square().sum(1)
+
+
+class HalfCheetah(Task):
+    xml_file = "half_cheetah.xml"
+    frame_skip = 5
+    reset_noise_scale = 0.1
+    ctrl_cost_weight = 0.1
+    camera_distance = 4.0
+
+    def obs_dim(self, engine: Engine) -> int:
+        return engine.model.nq - 1 + engine.model.nv
+
+    def observe(self, engine: Engine, out: torch.Tensor) -> None:
+        nq = engine.model.nq - 1
+        out[:, :nq] = engine.qpos[:, 1:]
+        out[:, nq:] = engine.qvel
+
+    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+        return x_velocity - self.ctrl_cost(action)
+
+
+class Hopper(Task):
+    xml_file = "hopper.xml"
+    frame_skip = 4
+    reset_noise_scale = 5e-3
+    ctrl_cost_weight = 1e-3
+    camera_distance = 4.0
+
+    def obs_dim(self, engine: Engine) -> int:
+        return engine.model.nq - 1 + engine.model.nv
+
+    def observe(self, engine: Engine, out: torch.Tensor) -> None:
+        nq = engine.model.nq - 1
+        out[:, :nq] = engine.qpos[:, 1:]
+        out[:, nq:] = engine.qvel.clamp(-10.0, 10.0)
+
+    def healthy(self, engine: Engine) -> torch.Tensor:
+        qpos, qvel = engine.qpos, engine.qvel
+        state_ok = (qpos[:, 2:].abs() < 100.0).all(1) & (qvel.abs() < 100.0).all(1)
+        z, angle = qpos[:, 1], qpos[:, 2]
+        return state_ok & (z > 0.7) & (angle > -0.2) & (angle < 0.2)
+
+    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+        return x_velocity + self.healthy(engine).to(x_velocity.dtype) - self.ctrl_cost(action)
+
+    def noise(
+        self, count: int, nq: int, nv: int, generator: torch.Generator, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Uniform in +-scale for both qpos and qvel (Hopper-v5)."""
+        scale, f64 = self.reset_noise_scale, torch.float64
+        dq = (torch.rand(count, nq, generator=generator, device=device, dtype=f64) * 2 - 1) * scale
+        dv = (torch.rand(count, nv, generator=generator, device=device, dtype=f64) * 2 - 1) * scale
+        return dq, dv
+
+
+class Ant(Task):
+    xml_file = "ant.xml"
+    frame_skip = 5
+    reset_noise_scale = 0.1
+    ctrl_cost_weight = 0.5
+    contact_cost_weight = 5e-4
+    needs_contact_forces = True
+    camera_distance = 5.0
+    main_body = 1  # the torso
+
+    def obs_dim(self, engine: Engine) -> int:
+        model = engine.model
+        return model.nq - 2 + model.nv + (model.nbody - 1) * 6
+
+    def _contact_forces(self, engine: Engine) -> torch.Tensor:
+        return engine.cfrc_ext.clamp(-1.0, 1.0)
+
+    def observe(self, engine: Engine, out: torch.Tensor) -> None:
+        nq, nv = engine.model.nq - 2, engine.model.nv
+        out[:, :nq] = engine.qpos[:, 2:]
+        out[:, nq : nq + nv] = engine.qvel
+        out[:, nq + nv :] = self._contact_forces(engine)[:, 1:].flatten(1)
+
+    def progress(self, engine: Engine) -> torch.Tensor:
+        return engine.xpos[:, self.main_body, 0]
+
+    def healthy(self, engine: Engine) -> torch.Tensor:
+        finite = torch.isfinite(engine.qpos).all(1) & torch.isfinite(engine.qvel).all(1)
+        z = engine.qpos[:, 2]
+        return finite & (z >= 0.2) & (z <= 1.0)
+
+    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+        contact_cost = self.contact_cost_weight * self._contact_forces(engine).square().sum((1, 2))
+        healthy = self.healthy(engine).to(x_velocity.dtype)
+        return x_velocity + healthy - self.ctrl_cost(action) - contact_cost.to(x_velocity.dtype)
+
+
+TASKS: dict[str, type[Task]] = {"HalfCheetah": HalfCheetah, "Hopper": Hopper, "Ant": Ant}
