@@ -61,6 +61,12 @@ PRESETS["gym_halfcheetah"] = ExperimentConfig(
         total_env_steps=1_000_000, num_steps=256, eval_every_iters=50, eval_episodes=8
     ),
 )
+# The same experiment on the native batched MuJoCo backend (`mujoco:HalfCheetah`, the same
+# task as HalfCheetah-v5, stepped by mujoco.batch), for the side-by-side comparison.
+PRESETS["mujoco_halfcheetah"] = dataclasses.replace(
+    PRESETS["gym_halfcheetah"],
+    env=EnvConfig("mujoco:HalfCheetah", num_envs=8, options={"nthread": 1}),
+)
 
 # GRPO: critic-free, groups of 4 envs sharing each start. Rollouts are as long as an episode
 # can be (CartPole's 500-step limit is cut at 256: the same cut for every member keeps the

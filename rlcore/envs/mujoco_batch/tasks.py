@@ -79,39 +79,40 @@ class Task(abc.ABC):
         return self.ctrl_cost_weight * action.square().sum(1)
 
 
-class HalfCheetah(Task):
+class PlanarTask(Task):
+    """A planar walker observed as `qpos[1:]` (all but the root's x) and `qvel`, clipped to
+    +-`qvel_clip` where the task says so."""
+
+    qvel_clip: ClassVar[float | None] = None
+
+    def obs_dim(self, engine: Engine) -> int:
+        return engine.model.nq - 1 + engine.model.nv
+
+    def observe(self, engine: Engine, out: torch.Tensor) -> None:
+        nq = engine.model.nq - 1
+        out[:, :nq] = engine.qpos[:, 1:]
+        clip = self.qvel_clip
+        out[:, nq:] = engine.qvel if clip is None else engine.qvel.clamp(-clip, clip)
+
+
+class HalfCheetah(PlanarTask):
     xml_file = "half_cheetah.xml"
     frame_skip = 5
     reset_noise_scale = 0.1
     ctrl_cost_weight = 0.1
     camera_distance = 4.0
 
-    def obs_dim(self, engine: Engine) -> int:
-        return engine.model.nq - 1 + engine.model.nv
-
-    def observe(self, engine: Engine, out: torch.Tensor) -> None:
-        nq = engine.model.nq - 1
-        out[:, :nq] = engine.qpos[:, 1:]
-        out[:, nq:] = engine.qvel
-
     def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
         return x_velocity - self.ctrl_cost(action)
 
 
-class Hopper(Task):
+class Hopper(PlanarTask):
     xml_file = "hopper.xml"
     frame_skip = 4
     reset_noise_scale = 5e-3
     ctrl_cost_weight = 1e-3
+    qvel_clip = 10.0
     camera_distance = 4.0
-
-    def obs_dim(self, engine: Engine) -> int:
-        return engine.model.nq - 1 + engine.model.nv
-
-    def observe(self, engine: Engine, out: torch.Tensor) -> None:
-        nq = engine.model.nq - 1
-        out[:, :nq] = engine.qpos[:, 1:]
-        out[:, nq:] = engine.qvel.clamp(-10.0, 10.0)
 
     def healthy(self, engine: Engine) -> torch.Tensor:
         qpos, qvel = engine.qpos, engine.qvel

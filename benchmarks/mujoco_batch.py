@@ -1,0 +1,131 @@
+"""Steps per second of the native batched MuJoCo env against the bare engine and Gymnasium.
+
+Run from the repository root:
+
+    .venv/bin/python -m benchmarks.mujoco_batch
+    .venv/bin/python -m benchmarks.mujoco_batch --task Ant --sizes 64 1024 --nthread 2
+
+For each N, T-step sweeps with the same pre-drawn random actions, timed alternately within
+every repetition (so all see the same background load):
+
+- bare: `mujoco.batch.Batch.step(nstep=frame_skip)` after writing the controls (numpy), on
+  `--nthread` threads: the engine alone, nothing read back;
+- native: `MujocoEnv.step(actions[t], slot)` into `StepSlot`s that are views of a real
+  [N, T+1] rollout: clipped controls, the step, observation, reward, termination, time
+  limit, final observations and auto-resets, all written into the rollout;
+- gym sync (N <= --gym-max-n): Gymnasium's `SyncVectorEnv` of `<task>-v5`, numpy actions.
+
+Figures: native / bare (target >= 0.9 at N >= 64) and native / gym sync (target >= 2.5 at
+N = 64). Torch threads: --threads (default 1; the engine's own threads are --nthread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from benchmarks.common import base_parser, print_table, setup, time_interleaved, verdict, write_json
+from rlcore.envs.mujoco_batch import MujocoEnv
+from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
+
+BARE_TARGET, GYM_TARGET = 0.9, 2.5
+
+
+def sweeps(
+    task: str, n: int, t: int, nthread: int, with_gym: bool
+) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+    env = MujocoEnv(task, n, nthread=nthread)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, size=(t, n, env.action_dim)).astype(np.float32)
+    torch_actions = [torch.from_numpy(a) for a in actions]
+
+    bare = MujocoEnv(task, n, nthread=nthread).engine
+    batch, ctrl, frame_skip = bare.batch, bare.ctrl.numpy(), env.task.frame_skip
+
+    def bare_sweep() -> None:
+        for action in actions:
+            ctrl[...] = action
+            batch.step(nstep=frame_skip)
+
+    rollout = make_rollout(RolloutSpec.for_env(env, t, with_value=True))
+    slots = step_slots(rollout)
+    rollout[OBS][:, 0] = env.reset(seed=0)
+
+    @torch.inference_mode()
+    def native_sweep() -> None:
+        for action, slot in zip(torch_actions, slots, strict=True):
+            env.step(action, slot)
+
+    fns: dict[str, Callable[[], None]] = {"bare": bare_sweep, "native": native_sweep}
+    gym_envs = None
+    if with_gym:
+        gym_envs = gymnasium.make_vec(f"{task}-v5", num_envs=n, vectorization_mode="sync")
+        gym_envs.reset(seed=0)
+
+        def gym_sweep() -> None:
+            for action in actions:
+                gym_envs.step(action)
+
+        fns["gym"] = gym_sweep
+
+    def close() -> None:
+        env.close()
+        if gym_envs is not None:
+            gym_envs.close()
+
+    return fns, close
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--task", default="HalfCheetah", choices=["HalfCheetah", "Hopper", "Ant"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1, 64, 1024])
+    parser.add_argument("--nthread", type=int, default=2, help="the engine's threads")
+    parser.add_argument("--num-steps", type=int, default=32, help="T steps per sweep")
+    parser.add_argument("--gym-max-n", type=int, default=64, help="largest N run through gym")
+    parser.add_argument("--min-rep-s", type=float, default=0.3)
+    args = parser.parse_args(argv)
+    meta = setup(args, "mujoco_batch")
+    print(f"task {args.task} | engine threads {args.nthread} (--nthread) | T {args.num_steps}")
+    rows: list[dict[str, Any]] = []
+    for n in args.sizes:
+        print(f"... N={n}", flush=True)
+        fns, close = sweeps(args.task, n, args.num_steps, args.nthread, n <= args.gym_max_n)
+        try:
+            timings = time_interleaved(fns, args.reps, args.min_rep_s)
+        finally:
+            close()
+        sps = {k: n * args.num_steps / v.median_s for k, v in timings.items()}
+        gym = sps.get("gym")
+        rows.append({
+            "N": n, "bare_sps": sps["bare"], "native_sps": sps["native"],
+            "gym_sps": gym if gym is not None else float("nan"),
+            "native_over_bare": sps["native"] / sps["bare"],
+            "native_over_gym": sps["native"] / gym if gym else float("nan"),
+        })  # fmt: skip
+    print()
+    print_table(
+        rows,
+        [("N", "N", "d"), ("bare_sps", "bare batch SPS", ",.0f"),
+         ("native_sps", "native env SPS", ",.0f"), ("gym_sps", "gym sync SPS", ",.0f"),
+         ("native_over_bare", "native/bare", ".3f"), ("native_over_gym", "native/gym", ".2f")],
+    )  # fmt: skip
+    print()
+    for row in rows:
+        if row["N"] >= 64:
+            ratio = row["native_over_bare"]
+            print(f"N={row['N']}: native/bare {ratio:.3f} (target >= {BARE_TARGET}): "
+                  f"{verdict(ratio, BARE_TARGET, True)}")  # fmt: skip
+        if row["N"] == 64 and row["native_over_gym"] == row["native_over_gym"]:
+            ratio = row["native_over_gym"]
+            print(f"N=64: native/gym sync {ratio:.2f} (target >= {GYM_TARGET}): "
+                  f"{verdict(ratio, GYM_TARGET, True)}")  # fmt: skip
+    write_json(args.json, meta, {"task": args.task, "nthread": args.nthread, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
