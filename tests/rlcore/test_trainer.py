@@ -29,7 +29,8 @@ def params(trainer):
 
 @pytest.mark.parametrize(
     ("env", "algorithm"),
-    [("cartpole", "ppo"), ("pendulum", "ppo"), ("push_cube", "ppo"), ("cartpole", "grpo")],
+    [("cartpole", "ppo"), ("pendulum", "ppo"), ("push_cube", "ppo"), ("cartpole", "grpo"),
+     ("mujoco:Hopper", "ppo"), ("mujoco:Hopper", "grpo")],  # fmt: skip
 )
 def test_exact_resume_matches_straight_run(tmp_path, env, algorithm):
     cfg = small_config(env, algorithm)
