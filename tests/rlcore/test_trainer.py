@@ -29,8 +29,14 @@ def params(trainer):
 
 @pytest.mark.parametrize(
     ("env", "algorithm"),
-    [("cartpole", "ppo"), ("pendulum", "ppo"), ("push_cube", "ppo"), ("cartpole", "grpo"),
-     ("mujoco:Hopper", "ppo"), ("mujoco:Hopper", "grpo")],  # fmt: skip
+    [
+        ("cartpole", "ppo"),
+        ("pendulum", "ppo"),
+        ("push_cube", "ppo"),
+        ("cartpole", "grpo"),
+        ("mujoco:Hopper", "ppo"),
+        ("mujoco:Hopper", "grpo"),
+    ],
 )
 def test_exact_resume_matches_straight_run(tmp_path, env, algorithm):
     cfg = small_config(env, algorithm)
