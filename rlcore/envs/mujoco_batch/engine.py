@@ -65,7 +65,12 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def state(self) -> torch.Tensor:
-        """The whole integration state, [N, nstate] (a view: clone it to keep it)."""
+        """The whole integration state (`mjSTATE_INTEGRATION` rows), [N, nstate]; a view or
+        a reused snapshot: clone it to keep it, restore it with `load_state`."""
+
+    @abc.abstractmethod
+    def load_state(self, state: torch.Tensor) -> None:
+        """Set every simulation's integration state ([N, nstate]), then compute forward."""
 
     @property
     def dtype(self) -> torch.dtype:
@@ -126,27 +131,41 @@ class BatchEngine(Engine):
     def state(self) -> torch.Tensor:
         return self._state
 
+    def load_state(self, state: torch.Tensor) -> None:
+        self._state.copy_(state)
+        self.forward()
+
 
 def _host_ids(env_ids: torch.Tensor | None) -> np.ndarray | None:
     return None if env_ids is None else env_ids.to("cpu", torch.int64).numpy()
 
 
+ENGINES = ("auto", "batch", "warp")
+
+
 def make_engine(
-    model: mujoco.MjModel, num_envs: int, device: torch.device, nthread: int = 0
+    model: mujoco.MjModel, num_envs: int, device: torch.device, nthread: int = 0, kind: str = "auto"
 ) -> Engine:
-    """The engine for `device`: `BatchEngine` on CPU, `WarpEngine` on CUDA."""
-    if device.type == "cpu":
+    """The engine `kind`; "auto" picks by device: `BatchEngine` on CPU, `WarpEngine` on CUDA
+    ("warp" on CPU runs MuJoCo Warp on Warp's CPU device: for tests)."""
+    if kind not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {kind!r}")
+    if kind == "auto":
+        kind = "batch" if device.type == "cpu" else "warp"
+    if kind == "batch":
+        if device.type != "cpu":
+            raise ValueError(f"the mujoco.batch engine runs on CPU, not {device}")
         return BatchEngine(model, num_envs, nthread=nthread)
-    if device.type == "cuda":
-        try:
-            from rlcore.envs.mujoco_batch.warp_engine import WarpEngine
-        except ImportError as exc:
-            raise MissingExtraError(
-                f"MuJoCo on CUDA needs MuJoCo Warp ({exc.name or exc}): "
-                "pip install 'rlcore[mujoco-warp]'"
-            ) from exc
-        return WarpEngine(model, num_envs, device)
-    raise ValueError(f"no MuJoCo engine for device {device} (use cpu or cuda)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"no MuJoCo engine for device {device} (use cpu or cuda)")
+    try:
+        from rlcore.envs.mujoco_batch.warp_engine import WarpEngine
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"MuJoCo on {device.type} through Warp needs MuJoCo Warp ({exc.name or exc}): "
+            "pip install 'rlcore[mujoco-warp]'"
+        ) from exc
+    return WarpEngine(model, num_envs, device)
 
 
-__all__ = ["BatchEngine", "Engine", "make_engine", "with_contact_forces"]
+__all__ = ["ENGINES", "BatchEngine", "Engine", "make_engine", "with_contact_forces"]

@@ -60,6 +60,7 @@ class MujocoEnv(TorchEnv):
 
     `nthread`: CPU threads of the batch (0: all CPUs; results do not depend on it).
     `xml_file`: another MJCF with the same actuators (default: Gymnasium's).
+    `engine`: "auto" (mujoco.batch on CPU, MuJoCo Warp on CUDA), "batch" or "warp".
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class MujocoEnv(TorchEnv):
         *,
         nthread: int = 0,
         xml_file: str | None = None,
+        engine: str = "auto",
     ) -> None:
         if task not in TASKS:
             raise MujocoEnvError(f"unknown MuJoCo task {task!r}; choose one of {sorted(TASKS)}")
@@ -78,7 +80,7 @@ class MujocoEnv(TorchEnv):
         self.name = f"mujoco:{task}"
         self.task = TASKS[task]()
         model = load_model(task, self.task, xml_file)
-        self.engine: Engine = make_engine(model, num_envs, torch.device(device), nthread)
+        self.engine: Engine = make_engine(model, num_envs, torch.device(device), nthread, engine)
         self.max_episode_steps = self.task.max_episode_steps
         obs_dim = self.task.obs_dim(self.engine)
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
@@ -143,11 +145,10 @@ class MujocoEnv(TorchEnv):
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restore the simulations and clocks; derived fields are recomputed from the state."""
-        self.engine.state().copy_(state["physics.state"])
+        self.engine.load_state(state["physics.state"])
         self._x_prev.copy_(state["physics.x_prev"])
         self.elapsed_steps.copy_(state["elapsed_steps"])
         self.generator.set_state(state["generator"])
-        self.engine.forward()
 
     # --- video -------------------------------------------------------------------------
 
