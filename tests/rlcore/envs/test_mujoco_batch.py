@@ -144,3 +144,29 @@ def test_make_env_builds_native_mujoco_from_config():
     assert isinstance(env, MujocoEnv) and env.obs_dim == 17 and env.action_dim == 6
     with pytest.raises(ValueError, match="unknown MuJoCo task 'Cheetah'"):
         EnvConfig(name="mujoco:Cheetah")
+
+
+def test_missing_extras_are_named(monkeypatch):
+    import importlib
+    import sys
+
+    from rlcore.errors import MissingExtraError
+
+    for name in [m for m in sys.modules if m.startswith("rlcore.envs.mujoco_batch")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mujoco", None)  # as if not installed
+    with pytest.raises(MissingExtraError, match=r"rlcore\[mujoco\]"):
+        importlib.import_module("rlcore.envs.mujoco_batch")
+
+
+def test_missing_warp_extra_is_named(monkeypatch):
+    import sys
+
+    from rlcore.envs.mujoco_batch.engine import make_engine
+    from rlcore.errors import MissingExtraError
+
+    monkeypatch.delitem(sys.modules, "rlcore.envs.mujoco_batch.warp_engine", raising=False)
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)
+    env = MujocoEnv("Hopper", 1)
+    with pytest.raises(MissingExtraError, match=r"rlcore\[mujoco-warp\]"):
+        make_engine(env.engine.model, 1, torch.device("cpu"), kind="warp")
