@@ -104,12 +104,12 @@ class MujocoEnv(TorchEnv):
                 f"{self.name}: actions must have shape [{self.num_envs}, {self.action_dim}], "
                 f"got {list(action.shape)}"
             )
-        action = torch.maximum(torch.minimum(action, self._high), self._low)
+        action = torch.clamp(action, self._low, self._high)
         engine = self.engine
         engine.ctrl.copy_(action)
         engine.step(self.task.frame_skip)
         x_now = self.task.progress(engine)
-        x_velocity = (x_now - self._x_prev) / self.dt
+        x_velocity = torch.sub(x_now, self._x_prev).div_(self.dt)
         self._x_prev.copy_(x_now)
         slot.reward.copy_(self.task.reward(engine, action, x_velocity))
         healthy = self.task.healthy(engine)

@@ -76,7 +76,7 @@ class Task(abc.ABC):
         return dq, dv
 
     def ctrl_cost(self, action: torch.Tensor) -> torch.Tensor:
-        return self.ctrl_cost_weight * action.square().sum(1)
+        return torch.linalg.vecdot(action, action).mul_(self.ctrl_cost_weight)
 
 
 class PlanarTask(Task):
