@@ -26,8 +26,6 @@ from rlcore.envs.base import StepSlot, TorchEnv
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
 
-EXPECTED_ACTUATORS = {"HalfCheetah": 6, "Hopper": 3, "Ant": 8}
-
 
 class MujocoEnvError(ValueError):
     """A MuJoCo task or model that cannot be built (the message names the task or file)."""
@@ -47,10 +45,10 @@ def load_model(task_name: str, task: Task, xml_file: str | None) -> mujoco.MjMod
             model = with_contact_forces(model, spec)
     except ValueError as exc:  # MuJoCo's parse and compile errors
         raise MujocoEnvError(f"mujoco:{task_name}: cannot compile {path}: {exc}") from None
-    expected = EXPECTED_ACTUATORS[task_name]
-    if model.nu != expected:
+    if model.nu != task.num_actuators:
         raise MujocoEnvError(
-            f"mujoco:{task_name}: {path} has {model.nu} actuators; the task expects {expected}"
+            f"mujoco:{task_name}: {path} has {model.nu} actuators; "
+            f"the task expects {task.num_actuators}"
         )
     return model
 
@@ -111,8 +109,8 @@ class MujocoEnv(TorchEnv):
         x_now = self.task.progress(engine)
         x_velocity = torch.sub(x_now, self._x_prev).div_(self.dt)
         self._x_prev.copy_(x_now)
-        slot.reward.copy_(self.task.reward(engine, action, x_velocity))
         healthy = self.task.healthy(engine)
+        slot.reward.copy_(self.task.reward(engine, action, x_velocity, healthy))
         if healthy is None:
             slot.terminated.zero_()
         else:

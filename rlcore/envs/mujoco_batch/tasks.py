@@ -7,10 +7,11 @@ limit), on the MJCF files that ship with Gymnasium. The forward reward is the pr
 `progress()` over the step divided by `dt = timestep * frame_skip`, as in Gymnasium.
 
 One known difference: Ant's contact forces (`cfrc_ext`, in its observation and contact
-cost). Gymnasium calls `mj_rnePostConstraint` after `mj_step`, mixing the step's contacts
-with the integrated velocities; a batched engine computes them inside the step (a force
-sensor makes MuJoCo do so). Positions, velocities, rewards of the other terms and
-terminations match Gymnasium (tests/rlcore/envs/test_mujoco_batch.py).
+cost). A batched engine computes them inside the step, at the last substep's state (a force
+sensor makes MuJoCo do so). Gymnasium calls `mj_rnePostConstraint` after `mj_step`, when
+MuJoCo 4's contact list already belongs to the new state while body positions are a substep
+behind. Positions, velocities, the other reward terms and terminations match Gymnasium
+(tests/rlcore/envs/test_mujoco_batch.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ class Task(abc.ABC):
     xml_file: ClassVar[str]
     frame_skip: ClassVar[int]
     max_episode_steps: ClassVar[int] = 1000
+    num_actuators: ClassVar[int]
     reset_noise_scale: ClassVar[float]
+    # qpos noise is uniform in +-scale; qvel noise is `scale * N(0, 1)` or the same uniform
+    qvel_noise: ClassVar[str] = "normal"
     ctrl_cost_weight: ClassVar[float]
     needs_contact_forces: ClassVar[bool] = False
     camera_distance: ClassVar[float] = 4.0
@@ -56,8 +60,10 @@ class Task(abc.ABC):
         return engine.qpos[:, 0]
 
     @abc.abstractmethod
-    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
-        """The step's reward ([N]) after the engine stepped."""
+    def reward(
+        self, engine: Engine, action: Tensor, x_velocity: Tensor, healthy: Tensor | None
+    ) -> Tensor:
+        """The step's reward ([N]) after the engine stepped; `healthy` is `healthy()`'s."""
 
     def healthy(self, engine: Engine) -> torch.Tensor | None:
         """Where each instance is healthy ([N] bool), or None for a task that never ends."""
@@ -66,14 +72,18 @@ class Task(abc.ABC):
     def noise(
         self, count: int, nq: int, nv: int, generator: torch.Generator, device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Initial-state perturbations of qpos ([count, nq]) and qvel ([count, nv]):
-        uniform in +-scale for qpos, `scale * N(0, 1)` for qvel (HalfCheetah and Ant)."""
-        scale = self.reset_noise_scale
-        dq = (
-            torch.rand(count, nq, generator=generator, device=device, dtype=torch.float64) * 2 - 1
+        """Initial-state perturbations of qpos ([count, nq]) and qvel ([count, nv])."""
+        scale, f64 = self.reset_noise_scale, torch.float64
+
+        def uniform(width: int) -> torch.Tensor:
+            u = torch.rand(count, width, generator=generator, device=device, dtype=f64)
+            return (u * 2 - 1) * scale
+
+        if self.qvel_noise == "uniform":
+            return uniform(nq), uniform(nv)
+        return uniform(nq), torch.randn(
+            count, nv, generator=generator, device=device, dtype=f64
         ) * scale
-        dv = torch.randn(count, nv, generator=generator, device=device, dtype=torch.float64) * scale
-        return dq, dv
 
     def ctrl_cost(self, action: torch.Tensor) -> torch.Tensor:
         return torch.linalg.vecdot(action, action).mul_(self.ctrl_cost_weight)
@@ -97,19 +107,24 @@ class PlanarTask(Task):
 
 class HalfCheetah(PlanarTask):
     xml_file = "half_cheetah.xml"
+    num_actuators = 6
     frame_skip = 5
     reset_noise_scale = 0.1
     ctrl_cost_weight = 0.1
     camera_distance = 4.0
 
-    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+    def reward(
+        self, engine: Engine, action: Tensor, x_velocity: Tensor, healthy: Tensor | None
+    ) -> Tensor:
         return x_velocity - self.ctrl_cost(action)
 
 
 class Hopper(PlanarTask):
     xml_file = "hopper.xml"
+    num_actuators = 3
     frame_skip = 4
     reset_noise_scale = 5e-3
+    qvel_noise = "uniform"
     ctrl_cost_weight = 1e-3
     qvel_clip = 10.0
     camera_distance = 4.0
@@ -120,21 +135,16 @@ class Hopper(PlanarTask):
         z, angle = qpos[:, 1], qpos[:, 2]
         return state_ok & (z > 0.7) & (angle > -0.2) & (angle < 0.2)
 
-    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
-        return x_velocity + self.healthy(engine).to(x_velocity.dtype) - self.ctrl_cost(action)
-
-    def noise(
-        self, count: int, nq: int, nv: int, generator: torch.Generator, device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Uniform in +-scale for both qpos and qvel (Hopper-v5)."""
-        scale, f64 = self.reset_noise_scale, torch.float64
-        dq = (torch.rand(count, nq, generator=generator, device=device, dtype=f64) * 2 - 1) * scale
-        dv = (torch.rand(count, nv, generator=generator, device=device, dtype=f64) * 2 - 1) * scale
-        return dq, dv
+    def reward(
+        self, engine: Engine, action: Tensor, x_velocity: Tensor, healthy: Tensor | None
+    ) -> Tensor:
+        assert healthy is not None
+        return x_velocity + healthy.to(x_velocity.dtype) - self.ctrl_cost(action)
 
 
 class Ant(Task):
     xml_file = "ant.xml"
+    num_actuators = 8
     frame_skip = 5
     reset_noise_scale = 0.1
     ctrl_cost_weight = 0.5
@@ -164,10 +174,13 @@ class Ant(Task):
         z = engine.qpos[:, 2]
         return finite & (z >= 0.2) & (z <= 1.0)
 
-    def reward(self, engine: Engine, action: Tensor, x_velocity: Tensor) -> Tensor:
+    def reward(
+        self, engine: Engine, action: Tensor, x_velocity: Tensor, healthy: Tensor | None
+    ) -> Tensor:
+        assert healthy is not None
         contact_cost = self.contact_cost_weight * self._contact_forces(engine).square().sum((1, 2))
-        healthy = self.healthy(engine).to(x_velocity.dtype)
-        return x_velocity + healthy - self.ctrl_cost(action) - contact_cost.to(x_velocity.dtype)
+        alive = healthy.to(x_velocity.dtype)
+        return x_velocity + alive - self.ctrl_cost(action) - contact_cost.to(x_velocity.dtype)
 
 
 TASKS: dict[str, type[Task]] = {"HalfCheetah": HalfCheetah, "Hopper": Hopper, "Ant": Ant}
