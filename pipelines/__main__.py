@@ -10,6 +10,7 @@ Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yam
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -70,16 +71,26 @@ def _guarded(
         print(f"error: {name}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"error: {name}: interrupted; {interrupted}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # once, not from every torchrun rank
+            print(f"error: {name}: interrupted; {interrupted}", file=sys.stderr)
         return 130
     return 0
 
 
 def _stage_errors() -> tuple[type[Exception], ...]:
+    from pipelines.launch import LaunchError
     from pipelines.report import SeedResultsError
+    from rlcore.distributed import DistributedError
     from rlcore.errors import CheckpointError, NonFiniteError
 
-    return (FileNotFoundError, CheckpointError, NonFiniteError, SeedResultsError)
+    return (
+        FileNotFoundError,
+        CheckpointError,
+        NonFiniteError,
+        SeedResultsError,
+        DistributedError,
+        LaunchError,
+    )
 
 
 def _search_errors() -> tuple[type[Exception], ...]:
@@ -96,13 +107,21 @@ def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
     """One DVC stage (of one seed for train and evaluate), with one-line errors."""
 
     def run(params: Params) -> None:
-        if seed is None:
-            _stage(name)(params)
-            return
-        if seed not in params.seeds:
+        if seed is not None and seed not in params.seeds:
             raise _UnknownSeedError(
                 f"--seed {seed} is not one of {params_path}'s seeds {params.seeds}"
             )
+        if name == "train" and params.runtime.processes > 1 and not _under_torchrun():
+            from pipelines.launch import launch_local
+
+            argv = ["-m", "pipelines", "train", "--params", str(params_path)]
+            if seed is not None:
+                argv += ["--seed", str(seed)]
+            launch_local(params.runtime.processes, argv)
+            return
+        if seed is None:
+            _stage(name)(params)
+            return
         _stage(name)(params, Layout(seed=seed))
 
     return _guarded(
@@ -112,6 +131,12 @@ def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
         lambda: (*_stage_errors(), _UnknownSeedError),
         "earlier outputs were left intact",
     )
+
+
+def _under_torchrun() -> bool:
+    from rlcore.distributed import launched_by_torchrun
+
+    return launched_by_torchrun()
 
 
 def run_search(argv: list[str]) -> int:

@@ -49,7 +49,15 @@ class AlgorithmParams(_Section):
 
 
 class RuntimeParams(_Section):
-    threads: int = Field(1, ge=1, description="torch CPU threads (1 is fastest for small MLPs)")
+    threads: int = Field(
+        1, ge=1, description="torch CPU threads per process (1 is fastest for small MLPs)"
+    )
+    processes: int = Field(
+        1,
+        ge=1,
+        description="train with this many torch.distributed processes on this machine "
+        "(torchrun; each with env.num_envs envs); ignored when launched by torchrun",
+    )
 
 
 class EvaluationParams(_Section):

@@ -6,6 +6,9 @@ is replaced atomically only when training completes, so a failed or interrupted 
 the previous ones intact. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
 `trainer.checkpoint_every_iters` iterations; the next run of the same configuration
 continues from it bit-identically.
+
+Run as K torch.distributed processes (`runtime.processes`, or `torchrun ... -m pipelines
+train`), every rank trains on its own envs and rank 0 alone writes these files.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 from pipelines.files import write_csv, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
-from rlcore.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from rlcore.checkpoint import CheckpointError
+from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu
 from rlcore.trainer import Trainer
 
@@ -76,22 +80,23 @@ class Curve:
 
 def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> None:
     """Continue an interrupted run of this configuration; discard progress of another."""
-    path = layout.resume_checkpoint
-    if not path.exists():
+    path, dist = layout.resume_checkpoint, trainer.dist
+    if not dist.broadcast_object(path.exists()):  # rank 0's file system decides
         return
     try:
-        trainer.load(path)
-        saved = load_checkpoint(path)["pipeline"]
+        saved = trainer.load(path)["pipeline"]
     except (CheckpointError, KeyError) as exc:
-        print(f"[train] not resuming from {path} ({exc}); starting afresh", flush=True)
-        path.unlink()
+        if dist.is_main:
+            print(f"[train] not resuming from {path} ({exc}); starting afresh", flush=True)
+            path.unlink()
         return
     curve.rows, curve.elapsed_before = list(saved["rows"]), float(saved["wall_s"])
-    print(
-        f"[train] resuming from {path}: iteration {trainer.iteration}, "
-        f"{trainer.env_steps:,d} env steps",
-        flush=True,
-    )
+    if dist.is_main:
+        print(
+            f"[train] resuming from {path}: iteration {trainer.iteration}, "
+            f"{trainer.env_steps:,d} env steps",
+            flush=True,
+        )
 
 
 def run_training(
@@ -105,7 +110,7 @@ def run_training(
     runs after each `chunk_iters` iterations that did not finish the run (the stage saves
     resumable progress there); metrics go to the trainer's own sink as they are produced.
     """
-    total = trainer.cfg.total_iters
+    total = trainer.total_iters
     chunk = chunk_iters or total
     reached = False
     while trainer.iteration < total and not reached:
@@ -117,31 +122,42 @@ def run_training(
 
 def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     """Run the `train` stage for `layout.seed` (default: the first of `seeds`) and return
-    the metrics it writes to `metrics/seeds/<seed>/train.json`."""
+    the metrics it writes to `metrics/seeds/<seed>/train.json`.
+
+    Under torchrun this process is one rank of the run (see `rlcore.distributed`)."""
     layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
     cfg = params.experiment(seed=layout.seed)
-    curve = Curve(total_env_steps=cfg.total_iters * cfg.steps_per_iter)
-    trainer = Trainer(cfg, sink=curve)
+    with process_group_from_env(cfg.env.device) as dist:
+        curve = Curve(total_env_steps=0)
+        trainer = Trainer(cfg, sink=curve, dist=dist)
+        return _train(params, trainer, curve, layout)
+
+
+def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:
+    cfg, main = trainer.cfg, trainer.dist.is_main
+    curve.total_env_steps = trainer.total_iters * trainer.steps_per_iter
     _resume(trainer, curve, layout)
-    print(
-        f"[train] {params.name} seed {layout.seed}: {cfg.env.name}, {cfg.env.num_envs} envs x "
-        f"{cfg.trainer.num_steps} steps, {cfg.total_iters} iterations",
-        flush=True,
-    )
+    if main:
+        processes = trainer.dist.world_size
+        per = f" per process x {processes} processes" if processes > 1 else ""
+        print(
+            f"[train] {params.name} seed {layout.seed}: {cfg.env.name}, {cfg.env.num_envs} envs "
+            f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations",
+            flush=True,
+        )
 
     def save_progress(trainer: Trainer) -> None:
-        save_checkpoint(
-            layout.resume_checkpoint, {**trainer.state_dict(), "pipeline": curve.state()}
-        )
+        trainer.save(layout.resume_checkpoint, extra={"pipeline": curve.state()})
 
     reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
     wall_s = curve.wall_s
-    save_checkpoint(layout.final_checkpoint, trainer.state_dict())
+    trainer.save(layout.final_checkpoint)
     last = curve.rows[-1] if curve.rows else {}
     metrics = {
         "env_steps": trainer.env_steps,
         "iterations": trainer.iteration,
+        "processes": trainer.dist.world_size,
         "wall_s": round(wall_s, 3),
         "train_sps": round(trainer.env_steps / max(wall_s, 1e-9), 1),
         "reached_target": int(reached),
@@ -149,8 +165,9 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     }
     if "eval_success_rate" in last:
         metrics["eval_success_rate"] = last["eval_success_rate"]
-    write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
-    write_json(layout.train_metrics, metrics)
-    layout.resume_checkpoint.unlink(missing_ok=True)
-    print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
+    if main:
+        write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
+        write_json(layout.train_metrics, metrics)
+        layout.resume_checkpoint.unlink(missing_ok=True)
+        print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
     return metrics

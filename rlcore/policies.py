@@ -45,10 +45,14 @@ class RunningNorm(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
-        """Merge a batch of observations (Chan et al. parallel variance)."""
+        """Merge a batch of observations."""
         batch = batch.reshape(-1, batch.shape[-1]).double()
-        n = batch.shape[0]
-        b_mean, b_var = batch.mean(0), batch.var(0, unbiased=False)
+        self.merge(batch.shape[0], batch.mean(0), batch.var(0, unbiased=False))
+
+    @torch.no_grad()
+    def merge(self, n: float, b_mean: torch.Tensor, b_var: torch.Tensor) -> None:
+        """Merge the count, mean and biased variance of a batch (Chan et al. parallel
+        variance); data-parallel ranks merge the moments of all ranks' batches."""
         total = self.count + n
         delta = b_mean - self.mean
         self.mean += delta * (n / total)

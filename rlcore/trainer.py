@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,9 @@ from rlcore.algos.base import Algorithm, NonFiniteError
 from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
-from rlcore.collector import GroupEpisodes, SyncCollector
+from rlcore.collector import EpisodeStats, GroupEpisodes, SyncCollector
 from rlcore.config import ExperimentConfig
+from rlcore.distributed import Distributed
 from rlcore.envs import make_env
 from rlcore.evaluate import evaluate
 from rlcore.policies import make_policy
@@ -25,7 +26,9 @@ from rlcore.rollout import OBS, REWARD, RolloutSpec, make_rollout, transition_vi
 log = logging.getLogger(__name__)
 
 MetricsSink = Callable[[int, dict[str, float]], None]
-"""Receives `(total_env_steps, metrics)` after every iteration and evaluation."""
+"""Receives `(total_env_steps, metrics)` after every iteration and evaluation (rank 0 only)."""
+
+_RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint
 
 
 @dataclass
@@ -38,23 +41,40 @@ class TrainResult:
 
 
 class Trainer:
-    """Owns the env, policy, rollout, collector and algorithm of one run."""
+    """Owns the env, policy, rollout, collector and algorithm of one run (of one rank).
 
-    def __init__(self, cfg: ExperimentConfig, sink: MetricsSink | None = None) -> None:
+    With `dist` (one rank of a torchrun job, see `rlcore.distributed`), every rank steps its
+    own `env.num_envs` envs from its own seed, gradients are averaged over ranks at every
+    optimizer step, and rank 0 alone evaluates and calls the sink; `save` and `load` are
+    collective (every rank calls them) and rank 0 alone touches the file. An iteration
+    then collects `world_size` times as many env steps, so the same `total_env_steps`
+    takes `world_size` times fewer iterations.
+    """
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        sink: MetricsSink | None = None,
+        dist: Distributed | None = None,
+    ) -> None:
         self.cfg, self.sink = cfg, sink or (lambda step, metrics: None)
+        self.dist = dist = dist or Distributed()
         tc = cfg.trainer
-        self.env = make_env(cfg.env)
-        self.eval_env = make_env(cfg.env, num_envs=tc.eval_episodes)
+        env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
+        self.env = make_env(env_cfg)
+        self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
         grpo = not cfg.with_critic
-        # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG.
+        # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
+        # every rank starts from rank 0's (identical already, but made sure).
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
             self.policy = make_policy(
                 self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=not grpo
             ).to(device)
+        dist.broadcast_module(self.policy)
         self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(tc.seed + 1)
+        self.generator.manual_seed(dist.seed(tc.seed) + 1)
         spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=not grpo, with_mask=grpo)
         self.rollout = make_rollout(spec)
         self.algo: Algorithm
@@ -65,30 +85,40 @@ class Trainer:
                 restart_groups=cfg.grpo.episode_mode == "restart_groups",
                 reset_every_rollout=cfg.grpo.reset_every_rollout,
             )
-            self.algo = GRPO(self.policy, cfg.grpo, cfg.total_iters, self.generator)
+            self.algo = GRPO(self.policy, cfg.grpo, self.total_iters, self.generator, dist)
         else:
-            self.algo = PPO(self.policy, cfg.ppo, cfg.total_iters, self.generator)
+            self.algo = PPO(self.policy, cfg.ppo, self.total_iters, self.generator, dist)
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups
         )
         self.iteration = 0
-        self.collector.reset(seed=tc.seed)
+        self.collector.reset(seed=dist.seed(tc.seed))
         self.last_eval: dict[str, float] = {}
 
     @property
+    def steps_per_iter(self) -> int:
+        """Env steps of one iteration, summed over ranks."""
+        return self.cfg.steps_per_iter * self.dist.world_size
+
+    @property
+    def total_iters(self) -> int:
+        return max(self.cfg.trainer.total_env_steps // self.steps_per_iter, 1)
+
+    @property
     def env_steps(self) -> int:
-        return self.iteration * self.cfg.steps_per_iter
+        """Env steps collected so far, summed over ranks."""
+        return self.iteration * self.steps_per_iter
 
     def run(self, max_iters: int | None = None, checkpoint_path: Path | None = None) -> TrainResult:
         """Train until the budget, a stop target, or `max_iters` more iterations."""
         tc, start = self.cfg.trainer, time.perf_counter()
-        end_iter = self.cfg.total_iters
+        end_iter = self.total_iters
         if max_iters is not None:
             end_iter = min(end_iter, self.iteration + max_iters)
         reached = False
         while self.iteration < end_iter and not reached:
             self._train_iteration()
-            last = self.iteration == self.cfg.total_iters
+            last = self.iteration == self.total_iters
             if last or (tc.eval_every_iters and self.iteration % tc.eval_every_iters == 0):
                 reached = self._evaluate()
             due = tc.checkpoint_every_iters and self.iteration % tc.checkpoint_every_iters == 0
@@ -108,17 +138,47 @@ class Trainer:
         metrics = self.algo.update(self.rollout)
         if self.policy.obs_norm is not None:
             # Updated after the update so acting and learning in one iteration share stats.
-            self.policy.obs_norm.update(transition_view(self.rollout)[OBS])
+            # Ranks merge the moments of all ranks' observations, so all keep equal stats.
+            obs = transition_view(self.rollout)[OBS]
+            self.policy.obs_norm.merge(*self.dist.pooled_moments(obs))
         t2 = time.perf_counter()
         self.iteration += 1
-        metrics |= episodes.metrics("train")
+        self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
+        metrics |= self._episode_metrics(episodes)
         metrics |= {
             "time/collect_s": t1 - t0,
             "time/update_s": t2 - t1,
-            "time/sps": self.cfg.steps_per_iter / (t2 - t0),
+            "time/sps": self.steps_per_iter / (t2 - t0),
             "train/iteration": float(self.iteration),
         }
-        self.sink(self.env_steps, metrics)
+        if self.dist.is_main:
+            self.sink(self.env_steps, metrics)
+
+    def _episode_metrics(self, episodes: EpisodeStats) -> dict[str, float]:
+        """Training-episode means over the episodes that finished on every rank."""
+        if not self.dist.enabled:
+            return episodes.metrics("train")
+        successes = episodes.successes
+        totals = torch.tensor(
+            [
+                float(episodes.returns.numel()),
+                episodes.returns.double().sum().item(),
+                episodes.lengths.double().sum().item(),
+                0.0 if successes is None else successes.double().sum().item(),
+            ],
+            dtype=torch.float64,
+        )
+        count, returns, lengths, succeeded = self.dist.sum(totals).tolist()
+        if count == 0:
+            return {}
+        out = {
+            "train/episode_return": returns / count,
+            "train/episode_length": lengths / count,
+            "train/episodes": count,
+        }
+        if successes is not None:
+            out["train/success_rate"] = succeeded / count
+        return out
 
     def _check_finite(self) -> None:
         tv = transition_view(self.rollout)
@@ -130,46 +190,103 @@ class Trainer:
                 )
 
     def _evaluate(self) -> bool:
-        tc, start = self.cfg.trainer, time.perf_counter()
-        self.last_eval = evaluate(self.policy, self.eval_env, seed=tc.seed + 10_000)
-        self.last_eval["time/eval_s"] = time.perf_counter() - start
-        self.sink(self.env_steps, self.last_eval)
-        log.info("iter %d, %d env steps: %s", self.iteration, self.env_steps, self.last_eval)
-        hit_return = tc.stop_at_eval_return is not None and (
-            self.last_eval["eval/episode_return"] >= tc.stop_at_eval_return
-        )
-        hit_success = tc.stop_at_eval_success is not None and (
-            self.last_eval.get("eval/success_rate", 0.0) >= tc.stop_at_eval_success
-        )
-        return hit_return or hit_success
+        """Evaluate on rank 0; True on every rank if a stop target was reached."""
+        reached = False
+        if self.dist.is_main:
+            tc, start = self.cfg.trainer, time.perf_counter()
+            assert self.eval_env is not None
+            self.last_eval = evaluate(self.policy, self.eval_env, seed=tc.seed + 10_000)
+            self.last_eval["time/eval_s"] = time.perf_counter() - start
+            self.sink(self.env_steps, self.last_eval)
+            log.info("iter %d, %d env steps: %s", self.iteration, self.env_steps, self.last_eval)
+            hit_return = tc.stop_at_eval_return is not None and (
+                self.last_eval["eval/episode_return"] >= tc.stop_at_eval_return
+            )
+            hit_success = tc.stop_at_eval_success is not None and (
+                self.last_eval.get("eval/success_rate", 0.0) >= tc.stop_at_eval_success
+            )
+            reached = hit_return or hit_success
+        return bool(self.dist.broadcast_object(reached))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "config_hash": config_hash(self.cfg),
-            "iteration": self.iteration,
-            "policy": self.policy.state_dict(),
-            "algo": self.algo.state_dict(),
+    def _rank_state(self) -> dict[str, Any]:
+        """What differs between ranks: envs, episode bookkeeping, random streams (on CPU)."""
+        state = {
             "env": self.env.state_dict(),
             "collector": self.collector.state_dict(),
             "generator": self.generator.get_state(),
         }
+        return _to_cpu(state)
 
-    def save(self, path: Path) -> None:
-        """Write a checkpoint atomically (temp file + rename)."""
-        save_checkpoint(path, self.state_dict())
+    def save(self, path: Path, extra: dict[str, Any] | None = None) -> None:
+        """Write a checkpoint atomically (temp file + rename), with `extra` entries beside.
 
-    def load(self, path: Path) -> None:
-        """Restore a checkpoint of the same configuration to continue bit-identically."""
-        state = load_checkpoint(path, map_location=self.env.device)
+        Collective: every rank calls it; rank 0 gathers the per-rank states and alone
+        writes the file. The shared state (policy, optimizer) is rank 0's, as every rank
+        holds the same (checked after every iteration).
+        """
+        ranks = self.dist.gather_object(self._rank_state())
+        if self.dist.is_main:
+            state = {
+                "config_hash": config_hash(self.cfg),
+                "iteration": self.iteration,
+                "policy": self.policy.state_dict(),
+                "algo": self.algo.state_dict(),
+                "ranks": ranks,
+            }
+            save_checkpoint(path, {**(extra or {}), **state})
+
+    def load(self, path: Path) -> dict[str, Any]:
+        """Restore a checkpoint of the same configuration to continue bit-identically.
+
+        Collective: rank 0 alone reads the file (no shared filesystem needed) and sends
+        each rank its own part. Returns the `extra` entries it was saved with.
+        """
+        state, error = None, None
+        if self.dist.is_main:
+            try:
+                state = self._read_checkpoint(path)
+            except CheckpointError as exc:
+                error = str(exc)
+        error = self.dist.broadcast_object(error)
+        if error is not None:
+            raise CheckpointError(error)
+        mine = self.dist.scatter_object(state.pop("ranks") if state is not None else None)
+        state = self.dist.broadcast_object(state)
+        self.policy.load_state_dict(state.pop("policy"))
+        self.algo.load_state_dict(state.pop("algo"))
+        self.env.load_state_dict(mine["env"])
+        self.collector.load_state_dict(mine["collector"])
+        self.generator.set_state(mine["generator"])
+        self.iteration = int(state.pop("iteration"))
+        del state["config_hash"]
+        return state
+
+    def _read_checkpoint(self, path: Path) -> dict[str, Any]:
+        state = load_checkpoint(path, map_location="cpu")
         expected = config_hash(self.cfg)
         if state["config_hash"] != expected:
             raise CheckpointError(
                 f"checkpoint {path} was written by a different configuration "
                 f"(hash {state['config_hash']}, this run {expected}); use a new run directory"
             )
-        self.policy.load_state_dict(state["policy"])
-        self.algo.load_state_dict(state["algo"])
-        self.env.load_state_dict(state["env"])
-        self.collector.load_state_dict(state["collector"])
-        self.generator.set_state(state["generator"])
-        self.iteration = int(state["iteration"])
+        if "ranks" not in state:  # written by a single process before ranks were stored
+            state["ranks"] = [{key: state.pop(key) for key in _RANK_KEYS}]
+        written_by = len(state["ranks"])
+        if written_by != self.dist.world_size:
+            raise CheckpointError(
+                f"checkpoint {path} was written by {written_by} process(es) and this run has "
+                f"{self.dist.world_size}: each rank continues its own envs, so resume with "
+                f"{written_by} process(es) or use a new run directory"
+            )
+        return state
+
+
+def _to_cpu(value: Any) -> Any:
+    """`value` with every tensor in its (nested) dicts and lists moved to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: _to_cpu(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(item) for item in value)
+    return value

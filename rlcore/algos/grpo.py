@@ -25,6 +25,7 @@ from rlcore.algos.config import GRPOConfig
 from rlcore.algos.losses import approx_kl, clipped_surrogate, k3_kl
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.distributed import Distributed
 from rlcore.policies import Actor
 from rlcore.rollout import (
     ACTION,
@@ -53,7 +54,12 @@ class GRPO:
     needs_value = False
 
     def __init__(
-        self, policy: Actor, cfg: GRPOConfig, total_updates: int, generator: torch.Generator
+        self,
+        policy: Actor,
+        cfg: GRPOConfig,
+        total_updates: int,
+        generator: torch.Generator,
+        dist: Distributed | None = None,
     ) -> None:
         if policy.has_critic:
             raise ValueError(
@@ -61,9 +67,10 @@ class GRPO:
                 f"got {type(policy).__name__}, which has a critic"
             )
         self.policy, self.cfg, self.generator = policy, cfg, generator
+        self.dist = dist or Distributed()
         self.reference = copy.deepcopy(policy).requires_grad_(False)
         self.optimizer = PolicyOptimizer(
-            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates
+            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
 
     def update(self, rollout: TensorDict) -> dict[str, float]:
@@ -77,11 +84,12 @@ class GRPO:
             self._write_reference_log_probs(rollout)
         self.optimizer.begin_update()
         chunk = resolve_microbatch_size(cfg.microbatch_size, rollout, self.policy)
+        num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, tv[MASK])
         sums = torch.zeros(5, device=tv.device)
         num_batches = 0
         for _ in range(cfg.num_epochs):
             for batch in iterate_minibatches(
-                tv, _BATCH_KEYS, cfg.num_minibatches, self.generator, where=tv[MASK]
+                tv, _BATCH_KEYS, num_minibatches, self.generator, where=tv[MASK]
             ):
                 size = batch.batch_size[0]
                 loss_fn = lambda rows, batch=batch: self._loss(batch[rows])  # noqa: E731

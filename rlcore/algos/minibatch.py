@@ -20,7 +20,7 @@ def iterate_minibatches(
     Gathers only the requested keys, one minibatch at a time, so the extra memory is one
     minibatch rather than a shuffled copy of the rollout. With `where`, only the
     transitions where it is true are covered (GRPO's loss mask), so masked transitions cost
-    no compute; with none selected, nothing is yielded.
+    no compute; with none selected (or `num_minibatches` 0), nothing is yielded.
 
     Shape:
         transitions: [N, T] (a `transition_view`); where: [N, T] bool
@@ -36,8 +36,8 @@ def iterate_minibatches(
         perm = torch.randperm(total, generator=generator, device=device)
     else:
         selected = where.reshape(-1).nonzero().squeeze(1)
-        if num_minibatches < 1:
-            raise ValueError(f"num_minibatches must be >= 1, got {num_minibatches}")
+        if num_minibatches < 0:
+            raise ValueError(f"num_minibatches must be >= 0, got {num_minibatches}")
         order = torch.randperm(selected.numel(), generator=generator, device=device)
         perm = selected[order]
         num_minibatches = min(num_minibatches, perm.numel())

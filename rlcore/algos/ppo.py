@@ -18,6 +18,7 @@ from rlcore.algos.config import PPOConfig
 from rlcore.algos.losses import approx_kl, clipped_surrogate
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic
 from rlcore.rollout import (
     ACTION,
@@ -59,10 +60,12 @@ class PPO:
         cfg: PPOConfig,
         total_updates: int,
         generator: torch.Generator,
+        dist: Distributed | None = None,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
+        self.dist = dist or Distributed()
         self.optimizer = PolicyOptimizer(
-            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates
+            policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
 
     def microbatch_size(self, rollout: TensorDict) -> int | None:
@@ -88,11 +91,12 @@ class PPO:
         # An env's invalid steps (see rlcore.envs.base) are no transitions: never in the loss.
         valid = tv.get(MASK, None)
         chunk = self.microbatch_size(rollout)
+        num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, valid)
         sums = torch.zeros(5, device=tv.device)
         num_batches, stop = 0, False
         for _ in range(cfg.num_epochs):
             batches = iterate_minibatches(
-                tv, _BATCH_KEYS, cfg.num_minibatches, self.generator, where=valid
+                tv, _BATCH_KEYS, num_minibatches, self.generator, where=valid
             )
             for batch in batches:
                 # stats: [policy, value, entropy, approx_kl, clip_fraction]

@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.algos.config import MIN_AUTO_MICROBATCH
+from rlcore.distributed import Distributed
 from rlcore.policies import Actor
 from rlcore.rollout import nominal_bytes
 
@@ -42,12 +43,24 @@ class PolicyOptimizer:
     `schedule` "linear" anneals from `lr` to 0 over `total_updates`; anything else keeps the
     current rate, which an algorithm may also adapt itself (`set_lr`). The state dict holds
     all of it, so a resumed run steps with the same rates.
+
+    With several ranks (`dist`), every step averages the gradients and loss statistics over
+    the ranks before clipping and Adam, so all ranks take the same step; this is the one
+    place where parameters change, so no algorithm can step around the averaging.
     """
 
     def __init__(
-        self, policy: Actor, lr: float, adam_eps: float, schedule: str, total_updates: int
+        self,
+        policy: Actor,
+        lr: float,
+        adam_eps: float,
+        schedule: str,
+        total_updates: int,
+        dist: Distributed | None = None,
     ) -> None:
         self.policy, self.base_lr, self.schedule = policy, lr, schedule
+        self.dist = dist or Distributed()
+        self.parameters = list(policy.parameters())
         self.total_updates = max(total_updates, 1)
         self.num_updates = 0
         self.lr = lr
@@ -70,7 +83,8 @@ class PolicyOptimizer:
     def step(
         self, size: int, chunk: int | None, loss_fn: LossFn, max_grad_norm: float | None
     ) -> torch.Tensor:
-        """One Adam step on a minibatch of `size` rows; returns the minibatch's mean stats.
+        """One Adam step on a minibatch of `size` rows; returns the minibatch's mean stats
+        (over all ranks' minibatches).
 
         The loss is a mean over the minibatch, so summing `loss_chunk * len_chunk / size`
         over chunks of `chunk` rows gives the same gradient while only one chunk's
@@ -88,8 +102,9 @@ class PolicyOptimizer:
                 (loss * weight).backward()
                 stats = part_stats * weight if stats is None else stats + part_stats * weight
             assert stats is not None
+        stats = self.dist.average_gradients(self.parameters, size, stats)
         if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self.parameters, max_grad_norm)
         self.adam.step()
         return stats
 
