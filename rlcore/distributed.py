@@ -147,12 +147,14 @@ class Distributed:
         if not self.enabled:
             return
         with torch.no_grad():
+            # One collective: the elementwise max over ranks of (x, -x) is (max, -min), and
+            # every rank holds the same values exactly when max == min everywhere.
             mine = torch.cat([t.reshape(-1).double() for t in _tensors(module)])
-            reference = mine.clone()
-            dist.broadcast(reference, src=0)
-            differs = (reference != mine).any().to(torch.int32).reshape(1)
-            dist.all_reduce(differs, op=dist.ReduceOp.MAX)
-        if differs.item():
+            extremes = torch.cat([mine, -mine])
+            dist.all_reduce(extremes, op=dist.ReduceOp.MAX)
+            highest, lowest = extremes.chunk(2)
+            differs = bool((highest != -lowest).any())
+        if differs:
             raise DistributedError(
                 f"the policy's parameters differ between ranks {when}: gradients were not "
                 "averaged over ranks (or a rank updated on its own), so each process would "

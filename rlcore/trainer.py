@@ -141,9 +141,9 @@ class Trainer:
             # Ranks merge the moments of all ranks' observations, so all keep equal stats.
             obs = transition_view(self.rollout)[OBS]
             self.policy.obs_norm.merge(*self.dist.pooled_moments(obs))
-        t2 = time.perf_counter()
         self.iteration += 1
         self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
+        t2 = time.perf_counter()
         metrics |= self._episode_metrics(episodes)
         metrics |= {
             "time/collect_s": t1 - t0,
