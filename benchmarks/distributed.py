@@ -14,7 +14,8 @@ work is split. Reports, per K:
   over ranks, over its collect + update time; evaluation excluded), the collect and update
   times, and the wall time of the whole run;
 - the learning curve: deterministic evaluation return (16 episodes, rank 0) against env
-  steps, per seed and averaged, and the env steps at which it first reached 475.
+  steps, per seed and averaged; the env steps at which it first reached 475, and from which
+  on every evaluation stayed at 475 or more.
 
 Then, for the throughput at larger batches (`--sps-envs`, default 64 256 1024 envs summed
 over ranks), short runs of `--sps-iters` iterations per K, alternating, `--reps` times; the
@@ -109,7 +110,14 @@ def launch(processes: int, seed: int, args: argparse.Namespace, out: Path) -> di
 
 def summarise(run: dict[str, Any]) -> dict[str, Any]:
     steps = run["iterations"][1:]  # the first iteration warms up
-    solved = next((p["env_steps"] for p in run["curve"] if p["eval_return"] >= SOLVED), None)
+    curve = run["curve"]
+    solved = next((p["env_steps"] for p in curve if p["eval_return"] >= SOLVED), None)
+    # From which evaluation on every later one stayed solved.
+    stable = next(
+        (p["env_steps"] for i, p in enumerate(curve)
+         if all(q["eval_return"] >= SOLVED for q in curve[i:])),
+        None,
+    )  # fmt: skip
     return {
         "sps": statistics.median(i["time/sps"] for i in steps),
         "collect_ms": 1000 * statistics.median(i["time/collect_s"] for i in steps),
@@ -117,6 +125,7 @@ def summarise(run: dict[str, Any]) -> dict[str, Any]:
         "wall_s": run["wall_s"],
         "final_return": run["curve"][-1]["eval_return"],
         "solved_at": solved,
+        "stable_at": stable,
     }
 
 
@@ -160,6 +169,7 @@ def main() -> None:
     for k, by_seed in runs.items():
         per_seed = [summarise(run) for run in by_seed.values()]
         solved = [s["solved_at"] for s in per_seed if s["solved_at"] is not None]
+        stable = [s["stable_at"] for s in per_seed if s["stable_at"] is not None]
         rows.append(
             {
                 "processes": k,
@@ -170,6 +180,8 @@ def main() -> None:
                 "final_return": statistics.mean(s["final_return"] for s in per_seed),
                 "solved_at": statistics.median(solved) if solved else None,
                 "solved_seeds": f"{len(solved)}/{len(per_seed)}",
+                "stable_at": statistics.median(stable) if stable else None,
+                "stable_seeds": f"{len(stable)}/{len(per_seed)}",
             }
         )
     base = rows[0]["sps"]
@@ -188,6 +200,8 @@ def main() -> None:
             ("final_return", "final return", ".1f"),
             ("solved_at", "median steps to 475", ",.0f"),
             ("solved_seeds", "seeds solved", ""),
+            ("stable_at", "median steps to stay >= 475", ",.0f"),
+            ("stable_seeds", "seeds", ""),
         ],
     )
     # The learning curves side by side: mean over seeds at every evaluation.
