@@ -208,6 +208,11 @@ def process_group_from_env(device: str) -> Iterator[Distributed]:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     backend = "gloo"
+    if not device.startswith(("cpu", "cuda")):
+        raise DistributedError(
+            f"env.device {device!r}: several processes train on 'cpu' (gloo) or 'cuda' "
+            "(NCCL) devices only"
+        )
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise DistributedError("env.device is CUDA but this process sees no GPU")
