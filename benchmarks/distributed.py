@@ -20,7 +20,7 @@ work is split. Reports, per K:
 Then, for the throughput at larger batches (`--sps-envs`, default 64 256 1024 envs summed
 over ranks), short runs of `--sps-iters` iterations per K, alternating, `--reps` times; the
 median SPS is reported. With few envs per process, each rank's work is dominated by fixed
-per-step costs and the all-reduce (about 1 ms per call for gloo on this VM, 21 calls per
+per-step costs and the all-reduce (about 1 ms per call for gloo on this VM, 22 calls per
 iteration), so splitting pays only from a few hundred envs on.
 
 Target (issue 9): the K-process curve matches the single-process one at the same total batch.
