@@ -37,17 +37,30 @@ class EpisodeStats:
     lengths: torch.Tensor
     successes: torch.Tensor | None
 
-    def metrics(self, prefix: str = "train") -> dict[str, float]:
-        """Means over the finished episodes (empty dict if none finished)."""
-        if self.returns.numel() == 0:
+    def totals(self) -> torch.Tensor:
+        """[episodes, sum of returns, sum of lengths, successes] as float64 on the CPU:
+        sums, so those of several data-parallel ranks add up."""
+        zero = self.returns.new_zeros((), dtype=torch.float64)
+        successes = zero if self.successes is None else self.successes.double().sum()
+        count = zero + self.returns.numel()
+        sums = [count, self.returns.double().sum(), self.lengths.double().sum(), successes]
+        return torch.stack(sums).cpu()
+
+    def metrics(
+        self, prefix: str = "train", totals: torch.Tensor | None = None
+    ) -> dict[str, float]:
+        """Means over the finished episodes (empty dict if none finished), from `totals`
+        (default: this rollout's own; the trainer passes those summed over ranks)."""
+        count, returns, lengths, successes = (self.totals() if totals is None else totals).tolist()
+        if count == 0:
             return {}
         out = {
-            f"{prefix}/episode_return": self.returns.mean().item(),
-            f"{prefix}/episode_length": self.lengths.double().mean().item(),
-            f"{prefix}/episodes": float(self.returns.numel()),
+            f"{prefix}/episode_return": returns / count,
+            f"{prefix}/episode_length": lengths / count,
+            f"{prefix}/episodes": count,
         }
         if self.successes is not None:
-            out[f"{prefix}/success_rate"] = self.successes.double().mean().item()
+            out[f"{prefix}/success_rate"] = successes / count
         return out
 
 

@@ -15,7 +15,7 @@ from rlcore.algos.base import Algorithm, NonFiniteError
 from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
-from rlcore.collector import EpisodeStats, GroupEpisodes, SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.distributed import Distributed
 from rlcore.envs import make_env
@@ -144,7 +144,8 @@ class Trainer:
         self.iteration += 1
         self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
         t2 = time.perf_counter()
-        metrics |= self._episode_metrics(episodes)
+        # Episodes that finished on any rank (sums over ranks; a no-op for one process).
+        metrics |= episodes.metrics("train", totals=self.dist.sum(episodes.totals()))
         metrics |= {
             "time/collect_s": t1 - t0,
             "time/update_s": t2 - t1,
@@ -153,32 +154,6 @@ class Trainer:
         }
         if self.dist.is_main:
             self.sink(self.env_steps, metrics)
-
-    def _episode_metrics(self, episodes: EpisodeStats) -> dict[str, float]:
-        """Training-episode means over the episodes that finished on every rank."""
-        if not self.dist.enabled:
-            return episodes.metrics("train")
-        successes = episodes.successes
-        totals = torch.tensor(
-            [
-                float(episodes.returns.numel()),
-                episodes.returns.double().sum().item(),
-                episodes.lengths.double().sum().item(),
-                0.0 if successes is None else successes.double().sum().item(),
-            ],
-            dtype=torch.float64,
-        )
-        count, returns, lengths, succeeded = self.dist.sum(totals).tolist()
-        if count == 0:
-            return {}
-        out = {
-            "train/episode_return": returns / count,
-            "train/episode_length": lengths / count,
-            "train/episodes": count,
-        }
-        if successes is not None:
-            out["train/success_rate"] = succeeded / count
-        return out
 
     def _check_finite(self) -> None:
         tv = transition_view(self.rollout)
