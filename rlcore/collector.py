@@ -145,7 +145,8 @@ class SyncCollector:
         if groups is not None and env.has_invalid_steps:
             raise ValueError(
                 f"grouped episodes need an env that resets instances within the step; "
-                f"{type(env).__name__} has invalid steps"
+                f"{type(env).__name__} has invalid steps (a Gymnasium env resets within the "
+                f"step with vectorization 'sync' or 'async' and autoreset 'same-step')"
             )
         masked = groups is not None or env.has_invalid_steps
         if masked != (MASK in rollout):
@@ -200,7 +201,7 @@ class SyncCollector:
             out = policy.act(views.obs, self.generator)
             views.action.copy_(out.action)
             views.log_prob.copy_(out.log_prob)
-            env.step(out.action, slot)
+            env.step(slot.action, slot)  # the rollout's copy: host-side envs view it
             if groups is not None:
                 self._group_step(t, slot.done, slot.next_obs)
             if self._with_value:

@@ -39,7 +39,7 @@ class EnvConfig:
     `name` is a builtin env, `gymnasium:<id>` (e.g. `gymnasium:CartPole-v1`) or
     `mujoco:<task>` (e.g. `mujoco:HalfCheetah`). For `gymnasium:`, `options` are the bridge's
     (`rlcore.envs.gym_bridge.GymnasiumEnv`): vectorization, env_kwargs, max_episode_steps,
-    actions; for `mujoco:`, `rlcore.envs.mujoco_batch.MujocoEnv`'s: nthread, xml_file,
+    actions, autoreset; for `mujoco:`, `rlcore.envs.mujoco_batch.MujocoEnv`'s: nthread, xml_file,
     engine.
     """
 

@@ -144,8 +144,9 @@ def transition_view(rollout: TensorDict) -> TensorDict:
 
 
 def step_slots(rollout: TensorDict, with_valid: bool = False) -> list[StepSlot]:
-    """Per-step views into the rollout where the env writes transition t (and obs t + 1);
-    `with_valid`: the env also writes `mask[:, t]` (envs with invalid steps)."""
+    """Per-step views into the rollout where the env writes transition t (and obs t + 1),
+    with the action column it reads; `with_valid`: the env also writes `mask[:, t]` (envs
+    with invalid steps)."""
     obs, success = rollout[OBS], rollout.get(SUCCESS, None)
     valid = rollout[MASK] if with_valid else None
     return [
@@ -157,6 +158,7 @@ def step_slots(rollout: TensorDict, with_valid: bool = False) -> list[StepSlot]:
             next_obs=obs[:, t + 1],
             success=None if success is None else success[:, t],
             valid=None if valid is None else valid[:, t],
+            action=rollout[ACTION][:, t],
         )
         for t in range(num_steps(rollout))
     ]

@@ -61,10 +61,10 @@ class Trainer:
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
-        self.env = make_env(env_cfg)
+        grpo = not cfg.with_critic
+        self.env = make_env(env_cfg, grouped=grpo)
         self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
-        grpo = not cfg.with_critic
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
         with torch.random.fork_rng(devices=[]):

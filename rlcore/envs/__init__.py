@@ -17,14 +17,22 @@ ENVS: dict[str, Callable[..., BatchedEnv]] = {
 }
 
 
-def make_env(cfg: EnvConfig, num_envs: int | None = None) -> BatchedEnv:
-    """Build the configured env (optionally with another instance count, e.g. for eval)."""
+def make_env(cfg: EnvConfig, num_envs: int | None = None, *, grouped: bool = False) -> BatchedEnv:
+    """Build the configured env (optionally with another instance count, e.g. for eval).
+
+    `grouped`: the env will run grouped episodes (GRPO), which need every step to be a
+    transition, so a Gymnasium env built with `sync`/`async` resets within the step unless
+    its `autoreset` option says otherwise.
+    """
     count = num_envs or cfg.num_envs
     if cfg.name.startswith(GYMNASIUM_PREFIX):
         from rlcore.envs.gym_bridge import GymnasiumEnv
 
         env_id = cfg.name.removeprefix(GYMNASIUM_PREFIX)
-        return GymnasiumEnv(env_id, count, device=cfg.device, **cfg.options)
+        options = dict(cfg.options)
+        if grouped and options.get("vectorization", "sync") in ("sync", "async"):
+            options.setdefault("autoreset", "same-step")
+        return GymnasiumEnv(env_id, count, device=cfg.device, **options)
     if cfg.name.startswith(MUJOCO_PREFIX):
         from rlcore.envs.mujoco_batch import MujocoEnv
 

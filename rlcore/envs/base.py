@@ -42,7 +42,8 @@ Partial reset: `reset(env_ids=ids)` resets only those instances. Group reset:
 returns within such a group).
 
 Actions: `[N, action_dim]` float32 for Box spaces (clipped to the bounds by the env) or `[N]`
-int64 for Discrete spaces.
+int64 for Discrete spaces. The collector passes the rollout's own action column
+(`slot.action`), which the env must not modify.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ class StepSlot:
     success: torch.Tensor | None = None
     # Only for envs with `has_invalid_steps`: false where the step was no real transition.
     valid: torch.Tensor | None = None
+    # The rollout's action column at t, where the collector puts the policy's action before
+    # stepping (None in standalone slots). A host-side env handed this very tensor as its
+    # action reads it through `host_action`, without a call into torch.
+    action: torch.Tensor | None = None
 
     @functools.cached_property
     def host_views(self) -> tuple[np.ndarray, ...]:
@@ -86,6 +91,13 @@ class StepSlot:
         if self.valid is not None:
             fields.append(self.valid)
         return tuple(t.numpy() for t in fields)
+
+    @functools.cached_property
+    def host_action(self) -> np.ndarray:
+        """numpy view of a CPU slot's `action` column, made once (see `action`)."""
+        if self.action is None:
+            raise ValueError("this slot has no action storage")
+        return self.action.numpy()
 
     @staticmethod
     def allocate(num_envs: int, obs_dim: int, device: torch.device, with_success: bool) -> StepSlot:

@@ -21,18 +21,20 @@ dimension) fails at construction with an error naming the env and the space.
 Auto-reset, per the contract (after a `done`, `next_obs` is the first observation of the
 next episode; the true final observation is in `final_obs`), for each Gymnasium 1.x mode:
 
-- `same-step`: the vector env resets within the step; the final observation comes from the
-  step's `info["final_obs"]`. Envs built here with `sync` or `async` use this mode (the
-  cheapest of the three for them: measured in `benchmarks/gym_bridge.py`);
-- `next-step` or `disabled`, on `SyncVectorEnv` / `AsyncVectorEnv`: the step's observation
-  of a done instance *is* its final observation; the bridge then resets exactly those
-  instances (`reset(options={"reset_mask": done})`), which also cancels a pending next-step
-  reset, so the vector env's extra reset step never happens and never becomes a transition.
-- `next-step` on a numpy-vectorised env that cannot reset chosen instances (e.g.
-  `CartPoleVectorEnv`): the step after a `done` resets the instance inside the vector env
-  and ignores its action. The bridge reports that step as an invalid transition
-  (`slot.valid` false): the collector keeps it out of every loss and every statistic. Its
-  `next_obs` row at the `done` holds the final observation until then.
+- `next-step` (Gymnasium's default, and what `sync` and `async` build unless `autoreset`
+  says otherwise): the step after a `done` resets the instance inside the vector env and
+  ignores its action. The bridge reports that step as an invalid transition (`slot.valid`
+  false): the collector keeps it out of every loss and every statistic. Its `next_obs` row
+  at the `done` holds the final observation until then. Of the three modes this is the
+  cheapest per real transition (`benchmarks/gym_bridge.py`): one wasted step per episode
+  costs less than Gymnasium's same-step bookkeeping of final observations on every `done`
+  (~10% of a `SyncVectorEnv` CartPole step);
+- `same-step` (`autoreset="same-step"`, and chosen by `make_env` for grouped episodes,
+  which need every step to be a transition): the vector env resets within the step; the
+  final observation comes from the step's `info["final_obs"]`;
+- `disabled`, on `SyncVectorEnv` / `AsyncVectorEnv`: the step's observation of a done
+  instance *is* its final observation; the bridge then resets exactly those instances
+  (`reset(options={"reset_mask": done})`).
 
 Seeding: `reset(seed=s)` draws one seed per instance from a generator seeded with `s`, so the
 same seed gives the same trajectories; partial and group resets draw from it too, and a
@@ -59,6 +61,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
+AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
 ACTION_MODES = ("clip", "rescale")
 _SEED_BOUND = 2**31 - 1
 
@@ -119,13 +122,19 @@ def _build(
     vectorization: str,
     env_kwargs: Mapping[str, Any],
     max_episode_steps: int | None,
+    autoreset: str | None,
 ) -> VectorEnv:
     kwargs = dict(env_kwargs)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
     vector_kwargs = {}
-    if vectorization in ("sync", "async"):
-        vector_kwargs["autoreset_mode"] = AutoresetMode.SAME_STEP
+    if autoreset is not None:
+        if vectorization not in ("sync", "async"):
+            raise GymnasiumBridgeError(
+                f"gymnasium:{env_id}: autoreset applies to vectorization 'sync' or 'async'; "
+                f"a {vectorization!r} env has its own auto-reset mode"
+            )
+        vector_kwargs["autoreset_mode"] = AUTORESET_MODES[autoreset]
 
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(
@@ -161,6 +170,7 @@ class GymnasiumEnv(BatchedEnv):
         env_kwargs: Mapping[str, Any] | None = None,
         max_episode_steps: int | None = None,
         actions: str = "clip",
+        autoreset: str | None = None,
         vector_env: VectorEnv | None = None,
     ) -> None:
         if (env_id is None) == (vector_env is None):
@@ -171,12 +181,19 @@ class GymnasiumEnv(BatchedEnv):
             )
         if actions not in ACTION_MODES:
             raise ValueError(f"actions must be one of {ACTION_MODES}, got {actions!r}")
+        if autoreset is not None and autoreset not in AUTORESET_MODES:
+            raise ValueError(
+                f"autoreset must be one of {list(AUTORESET_MODES)} (or None: Gymnasium's "
+                f"default), got {autoreset!r}"
+            )
+        if autoreset is not None and vector_env is not None:
+            raise ValueError("autoreset applies to envs built from an id; a vector env has its own")
         if vector_env is None:
             if num_envs <= 0:
                 raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
             assert env_id is not None
             vector_env = _build(
-                env_id, num_envs, vectorization, env_kwargs or {}, max_episode_steps
+                env_id, num_envs, vectorization, env_kwargs or {}, max_episode_steps, autoreset
             )
         self.envs = vector_env
         spec = getattr(vector_env, "spec", None)
@@ -208,8 +225,8 @@ class GymnasiumEnv(BatchedEnv):
         self._can_reset_some = isinstance(inner, SyncVectorEnv | AsyncVectorEnv)
         mode = vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self._mode = AutoresetMode(mode) if not isinstance(mode, AutoresetMode) else mode
-        # Next-step envs that cannot reset chosen instances waste the step after a done.
-        self.has_invalid_steps = self._mode == AutoresetMode.NEXT_STEP and not self._can_reset_some
+        # Next-step envs waste the step after a done (still the cheapest: module docstring).
+        self.has_invalid_steps = self._mode == AutoresetMode.NEXT_STEP
         if self._mode == AutoresetMode.DISABLED and not self._can_reset_some:
             raise GymnasiumBridgeError(
                 f"{self.name}: autoreset mode 'disabled' needs a vector env that can reset "
@@ -219,10 +236,10 @@ class GymnasiumEnv(BatchedEnv):
         # The step's last part, per auto-reset mode (chosen once: `step` is the hot path).
         if self._mode == AutoresetMode.SAME_STEP:
             self._finish = self._finish_same_step
-        elif self._can_reset_some:
-            self._finish = self._finish_by_masked_reset
-        else:
+        elif self._mode == AutoresetMode.NEXT_STEP:
             self._finish = self._finish_next_step
+        else:
+            self._finish = self._finish_by_masked_reset
 
         # Off the CPU, results are staged in pinned host memory and copied asynchronously.
         self._staging: tuple[np.ndarray, ...] | None = None
@@ -245,9 +262,16 @@ class GymnasiumEnv(BatchedEnv):
         self._action_shape = torch.Size(
             (self.num_envs,) if self._discrete else (self.num_envs, self.action_dim)
         )
+        self._host_shape = tuple(self._action_shape)
+        self._host_dtype = np.dtype(np.int64 if self._discrete else np.float32)
         if not self._discrete:
             self._low = torch.as_tensor(self.action_space.low, device=self.device)
             self._high = torch.as_tensor(self.action_space.high, device=self.device)
+            self._half_range = 0.5 * (self._high - self._low)
+            self._middle = self._low + self._half_range
+            self._low_host, self._high_host = self.action_space.low, self.action_space.high
+            self._half_range_host = 0.5 * (self._high_host - self._low_host)
+            self._middle_host = self._low_host + self._half_range_host
         self._rng = np.random.default_rng()
         self._last_obs = np.zeros((self.num_envs, obs_dim), dtype=np.float32)
 
@@ -269,7 +293,14 @@ class GymnasiumEnv(BatchedEnv):
         self._flatten_into(obs, out)
         return out
 
-    def _to_host_action(self, action: torch.Tensor) -> np.ndarray:
+    def _to_host_action(self, action: torch.Tensor, slot: StepSlot) -> np.ndarray:
+        if action is slot.action and self._staging is None:
+            # The collector's case, on CPU: the rollout's action column, read through its
+            # numpy view. No call into torch here: one costs several microseconds of the
+            # numpy env's own step in cache effects.
+            host = slot.host_action
+            if host.shape == self._host_shape and host.dtype == self._host_dtype:
+                return self._host_action(host)
         if action.shape != self._action_shape:
             if not (self._discrete and action.shape == (self.num_envs, 1)):
                 expected = list(self._action_shape)
@@ -284,10 +315,19 @@ class GymnasiumEnv(BatchedEnv):
             indices = action.numpy()
             return indices + self._action_offset if self._action_offset else indices
         if self._rescale:
-            action = self._low + (action.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+            action = action.clamp(-1.0, 1.0) * self._half_range + self._middle
         else:
             action = torch.maximum(torch.minimum(action, self._high), self._low)
         return action.to("cpu", torch.float32).numpy()
+
+    def _host_action(self, action: np.ndarray) -> np.ndarray:
+        """`_to_host_action` in numpy, for a well-formed action on the host (not modified)."""
+        if self._discrete:
+            return action + self._action_offset if self._action_offset else action
+        if self._rescale:
+            return np.clip(action, -1.0, 1.0) * self._half_range_host + self._middle_host
+        clipped = np.maximum(action, self._low_host)
+        return np.minimum(clipped, self._high_host, out=clipped)
 
     # --- the contract ----------------------------------------------------------------
 
@@ -335,7 +375,8 @@ class GymnasiumEnv(BatchedEnv):
         return torch.from_numpy(np.array(self._last_obs, dtype=np.float32)).to(self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
-        obs, reward, terminated, truncated, info = self.envs.step(self._to_host_action(action))
+        host_action = self._to_host_action(action, slot)
+        obs, reward, terminated, truncated, info = self.envs.step(host_action)
         if self._staging is None:  # CPU: numpy views of the rollout slot, one copy per field
             host = slot.host_views
         else:
@@ -345,7 +386,7 @@ class GymnasiumEnv(BatchedEnv):
         _, reward_out, terminated_out, truncated_out, done = host[:5]
         terminated_out[...] = terminated  # each a single numpy copy (casting as needed)
         truncated_out[...] = truncated
-        np.logical_or(terminated_out, truncated_out, out=done)
+        np.logical_or(terminated_out, truncated_out, done)
         reward_out[...] = reward
         self._finish(obs, info, host)
         self._last_obs = host[0]
@@ -389,9 +430,9 @@ class GymnasiumEnv(BatchedEnv):
         """This step reset the pending instances inside the vector env: not transitions."""
         next_obs, done = host[0], host[4]
         if len(host) > 5:  # the slot has `valid` (a rollout's; evaluation's has none)
-            np.logical_not(self._pending, out=host[5])
+            np.logical_not(self._pending, host[5])
         self._flatten_into(obs, next_obs)
-        np.copyto(self._pending, done)
+        self._pending[...] = done
 
     def _final_from_info(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Same-step mode: the done instances' final observations, from `info["final_obs"]`

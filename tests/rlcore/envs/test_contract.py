@@ -1,6 +1,6 @@
 """One contract suite, run over every builtin env; through the Gymnasium bridge, over
-Gymnasium's CartPole-v1 and Pendulum-v1 and a Dict-observation env; over the native batched
-MuJoCo tasks; and on CUDA when present."""
+Gymnasium's CartPole-v1 (in both auto-reset modes) and Pendulum-v1 and a Dict-observation
+env; over the native batched MuJoCo tasks; and on CUDA when present."""
 
 import gymnasium.spaces as spaces
 import pytest
@@ -12,7 +12,12 @@ from tests.rlcore.envs.gym_test_envs import register
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 N = 8
-BRIDGED = ("CartPole-v1", "Pendulum-v1", "rlcore-test/DictPoint-v0")
+BRIDGED = {  # name: (Gymnasium id, bridge options)
+    "CartPole-v1": ("CartPole-v1", {}),  # next-step, Gymnasium's default
+    "CartPole-v1, same-step": ("CartPole-v1", {"autoreset": "same-step"}),
+    "Pendulum-v1": ("Pendulum-v1", {}),
+    "rlcore-test/DictPoint-v0": ("rlcore-test/DictPoint-v0", {}),
+}
 NATIVE_MUJOCO = ("mujoco:HalfCheetah", "mujoco:Hopper", "mujoco:Ant")
 register()
 
@@ -37,7 +42,8 @@ def make(request):
                 except MujocoEnvError as exc:  # no EGL/OSMesa on this machine
                     pytest.skip(str(exc))
             return env
-        env = GymnasiumEnv(name, num_envs, device=device)
+        env_id, options = BRIDGED[name]
+        env = GymnasiumEnv(env_id, num_envs, device=device, **options)
         request.addfinalizer(env.close)
         return env
 

@@ -11,12 +11,12 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlcore.algos.ppo import PPO
-from rlcore.collector import SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import EnvConfig
-from rlcore.envs import StepSlot
+from rlcore.envs import StepSlot, make_env
 from rlcore.envs.gym_bridge import GymnasiumBridgeError, GymnasiumEnv
 from rlcore.policies import ActorCritic, PolicyConfig
-from rlcore.presets import PRESETS
+from rlcore.presets import GRPO_PRESETS, PRESETS
 from rlcore.rollout import (
     ACTION,
     FINAL_VALUE,
@@ -26,6 +26,7 @@ from rlcore.rollout import (
     TRUNCATED,
     RolloutSpec,
     make_rollout,
+    step_slots,
 )
 from rlcore.trainer import Trainer
 from tests.rlcore.envs.gym_test_envs import Counter, register
@@ -40,15 +41,20 @@ def counter_sync(mode: AutoresetMode, n: int) -> SyncVectorEnv:
 
 
 BRIDGES = {
-    "built (disabled)": lambda n: GymnasiumEnv(COUNTER, n),
+    "built (next-step)": lambda n: GymnasiumEnv(COUNTER, n),
+    "built, same-step": lambda n: GymnasiumEnv(COUNTER, n, autoreset="same-step"),
     "same-step": lambda n: GymnasiumEnv(
         vector_env=counter_sync(AutoresetMode.SAME_STEP, n), max_episode_steps=3
     ),
     "next-step, sync": lambda n: GymnasiumEnv(
         vector_env=counter_sync(AutoresetMode.NEXT_STEP, n), max_episode_steps=3
     ),
+    "disabled, sync": lambda n: GymnasiumEnv(
+        vector_env=counter_sync(AutoresetMode.DISABLED, n), max_episode_steps=3
+    ),
     "next-step, numpy": lambda n: GymnasiumEnv(COUNTER, n, vectorization="vector_entry_point"),
 }
+INVALID_STEPS = {"built (next-step)", "next-step, sync", "next-step, numpy"}
 
 
 def collect(env, num_steps=9):
@@ -63,6 +69,7 @@ def collect(env, num_steps=9):
 @pytest.mark.parametrize("mode", list(BRIDGES), ids=str)
 def test_truncation_bootstraps_from_the_final_observation_in_every_autoreset_mode(mode):
     env = BRIDGES[mode](2)
+    assert env.has_invalid_steps == (mode in INVALID_STEPS)
     policy, ro, _, stats = collect(env)
     obs = ro[OBS][0, :, 0].tolist()
     with torch.no_grad():
@@ -161,3 +168,66 @@ def test_ppo_solves_gymnasium_cartpole_through_the_bridge():
     assert result.reached_target, trainer.last_eval
     assert trainer.last_eval["eval/episode_return"] >= 475
     trainer.env.close(), trainer.eval_env.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, options, make_actions",
+    [
+        ("CartPole-v1", {}, lambda g: torch.randint(0, 2, (4,), generator=g)),
+        ("Pendulum-v1", {}, lambda g: torch.randn(4, 1, generator=g) * 3),  # beyond [-2, 2]
+        ("Pendulum-v1", {"actions": "rescale"}, lambda g: torch.randn(4, 1, generator=g) * 2),
+    ],
+    ids=["discrete", "box clipped", "box rescaled"],
+)
+def test_the_rollouts_action_column_steps_like_any_other_action(env_id, options, make_actions):
+    """The collector hands the bridge the rollout's own action column, which it reads through
+    a numpy view (no torch call); any other tensor takes the torch path. Same results, and
+    the rollout keeps the action as the policy sampled it (clipping works on a copy)."""
+    from_rollout, outside = (GymnasiumEnv(env_id, 4, **options) for _ in range(2))
+    from_rollout.reset(seed=5), outside.reset(seed=5)
+    rollout = make_rollout(RolloutSpec.for_env(from_rollout, 6, with_value=True))
+    slots = step_slots(rollout, with_valid=from_rollout.has_invalid_steps)
+    other = StepSlot.allocate(4, from_rollout.obs_dim, torch.device("cpu"), False)
+    gen = torch.Generator().manual_seed(0)
+    for slot in slots:
+        action = make_actions(gen)
+        slot.action.copy_(action)
+        from_rollout.step(slot.action, slot)
+        outside.step(action.clone(), other)
+        assert torch.equal(slot.next_obs, other.next_obs)
+        assert torch.equal(slot.reward, other.reward) and torch.equal(slot.done, other.done)
+        assert torch.equal(slot.action, action)  # not clipped or rescaled in place
+    from_rollout.close(), outside.close()
+
+
+def test_grouped_episodes_get_a_same_step_env_unless_told_otherwise():
+    cfg = EnvConfig("gymnasium:CartPole-v1", num_envs=4)
+    assert make_env(cfg).has_invalid_steps  # Gymnasium's default: next-step
+    assert not make_env(cfg, grouped=True).has_invalid_steps  # GRPO needs same-step
+    told = dataclasses.replace(cfg, options={"autoreset": "next-step"})
+    env = make_env(told, grouped=True)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 4, with_value=True, with_mask=True))
+    with pytest.raises(ValueError, match="autoreset 'same-step'"):
+        SyncCollector(env, policy, rollout, torch.Generator(), groups=GroupEpisodes(2))
+
+
+def test_grpo_trains_on_a_gymnasium_sync_env_with_the_default_options():
+    base = GRPO_PRESETS["cartpole"]
+    cfg = dataclasses.replace(
+        base,
+        env=EnvConfig("gymnasium:CartPole-v1", num_envs=8),
+        trainer=dataclasses.replace(base.trainer, total_env_steps=8 * base.trainer.num_steps * 2),
+    )
+    trainer = Trainer(cfg)
+    assert not trainer.env.has_invalid_steps
+    trainer.run(max_iters=2)
+    assert trainer.iteration == 2
+    trainer.env.close(), trainer.eval_env.close()
+
+
+def test_autoreset_is_checked():
+    with pytest.raises(ValueError, match="autoreset must be one of"):
+        GymnasiumEnv("CartPole-v1", 2, autoreset="same_step")
+    with pytest.raises(GymnasiumBridgeError, match="CartPole-v1: autoreset applies to"):
+        GymnasiumEnv("CartPole-v1", 2, vectorization="vector_entry_point", autoreset="same-step")
