@@ -259,19 +259,14 @@ class GymnasiumEnv(BatchedEnv):
         self.final_obs = torch.zeros(self.num_envs, obs_dim, device=self.device)
         self._final_host = self.final_obs.numpy() if self.device.type == "cpu" else None
         self._discrete = isinstance(self.action_space, spaces.Discrete)
-        self._action_shape = torch.Size(
-            (self.num_envs,) if self._discrete else (self.num_envs, self.action_dim)
-        )
-        self._host_shape = tuple(self._action_shape)
+        n, a = self.num_envs, self.action_dim
+        self._action_shape = (n,) if self._discrete else (n, a)
+        self._action_dtype = torch.int64 if self._discrete else torch.float32
         self._host_dtype = np.dtype(np.int64 if self._discrete else np.float32)
         if not self._discrete:
-            self._low = torch.as_tensor(self.action_space.low, device=self.device)
-            self._high = torch.as_tensor(self.action_space.high, device=self.device)
+            self._low, self._high = self.action_space.low, self.action_space.high
             self._half_range = 0.5 * (self._high - self._low)
             self._middle = self._low + self._half_range
-            self._low_host, self._high_host = self.action_space.low, self.action_space.high
-            self._half_range_host = 0.5 * (self._high_host - self._low_host)
-            self._middle_host = self._low_host + self._half_range_host
         self._rng = np.random.default_rng()
         self._last_obs = np.zeros((self.num_envs, obs_dim), dtype=np.float32)
 
@@ -294,13 +289,21 @@ class GymnasiumEnv(BatchedEnv):
         return out
 
     def _to_host_action(self, action: torch.Tensor, slot: StepSlot) -> np.ndarray:
-        if action is slot.action and self._staging is None:
-            # The collector's case, on CPU: the rollout's action column, read through its
-            # numpy view. No call into torch here: one costs several microseconds of the
-            # numpy env's own step in cache effects.
-            host = slot.host_action
-            if host.shape == self._host_shape and host.dtype == self._host_dtype:
-                return self._host_action(host)
+        """The env's actions in numpy: indices offset by the space's `start`, Box actions
+        clipped or rescaled into a new array (the caller's tensor is never modified)."""
+        host = slot.host_action if action is slot.action and self._staging is None else None
+        if host is None or host.shape != self._action_shape or host.dtype != self._host_dtype:
+            # Not the collector's rollout column on CPU, which is read through its numpy view
+            # with no call into torch (one costs a numpy env's step microseconds in caches).
+            host = self._checked_host_action(action)
+        if self._discrete:
+            return host + self._action_offset if self._action_offset else host
+        if self._rescale:
+            return np.clip(host, -1.0, 1.0) * self._half_range + self._middle
+        clipped = np.maximum(host, self._low)
+        return np.minimum(clipped, self._high, out=clipped)
+
+    def _checked_host_action(self, action: torch.Tensor) -> np.ndarray:
         if action.shape != self._action_shape:
             if not (self._discrete and action.shape == (self.num_envs, 1)):
                 expected = list(self._action_shape)
@@ -309,25 +312,9 @@ class GymnasiumEnv(BatchedEnv):
                     f"got {list(action.shape)}"
                 )
             action = action.reshape(self.num_envs)
-        if self._discrete:
-            if action.dtype != torch.int64 or not action.is_cpu:
-                action = action.to("cpu", torch.int64)
-            indices = action.numpy()
-            return indices + self._action_offset if self._action_offset else indices
-        if self._rescale:
-            action = action.clamp(-1.0, 1.0) * self._half_range + self._middle
-        else:
-            action = torch.maximum(torch.minimum(action, self._high), self._low)
-        return action.to("cpu", torch.float32).numpy()
-
-    def _host_action(self, action: np.ndarray) -> np.ndarray:
-        """`_to_host_action` in numpy, for a well-formed action on the host (not modified)."""
-        if self._discrete:
-            return action + self._action_offset if self._action_offset else action
-        if self._rescale:
-            return np.clip(action, -1.0, 1.0) * self._half_range_host + self._middle_host
-        clipped = np.maximum(action, self._low_host)
-        return np.minimum(clipped, self._high_host, out=clipped)
+        if action.dtype != self._action_dtype or not action.is_cpu:
+            action = action.to("cpu", self._action_dtype)
+        return action.numpy()
 
     # --- the contract ----------------------------------------------------------------
 

@@ -180,9 +180,9 @@ def test_ppo_solves_gymnasium_cartpole_through_the_bridge():
     ids=["discrete", "box clipped", "box rescaled"],
 )
 def test_the_rollouts_action_column_steps_like_any_other_action(env_id, options, make_actions):
-    """The collector hands the bridge the rollout's own action column, which it reads through
-    a numpy view (no torch call); any other tensor takes the torch path. Same results, and
-    the rollout keeps the action as the policy sampled it (clipping works on a copy)."""
+    """The collector hands the bridge the rollout's own action column, which it reads
+    through a numpy view (no torch call); any other tensor is checked and converted first.
+    Same results, and the rollout keeps the action as sampled (clipping works on a copy)."""
     from_rollout, outside = (GymnasiumEnv(env_id, 4, **options) for _ in range(2))
     from_rollout.reset(seed=5), outside.reset(seed=5)
     rollout = make_rollout(RolloutSpec.for_env(from_rollout, 6, with_value=True))
