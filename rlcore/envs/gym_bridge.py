@@ -211,6 +211,7 @@ class GymnasiumEnv(BatchedEnv):
         obs_dim = sum(width for _, width in self._layout)
         # A Box of vectors arrives as [N, obs_dim] rows: copied without a reshape.
         self._obs_is_rows = len(vector_env.single_observation_space.shape or ()) == 1
+        self._plain_rows = self._obs_is_rows and self._layout[0][0] is None  # not a Dict
         low, high = _flat_bounds(vector_env.single_observation_space)
         self.observation_space = spaces.Box(low, high, shape=(obs_dim,), dtype=np.float32)
         limit = max_episode_steps or (spec.max_episode_steps if spec is not None else None)
@@ -232,12 +233,11 @@ class GymnasiumEnv(BatchedEnv):
                 f"{self.name}: autoreset mode 'disabled' needs a vector env that can reset "
                 "chosen instances (SyncVectorEnv or AsyncVectorEnv)"
             )
-        self._pending = np.zeros(self.num_envs, dtype=bool)  # next-step resets still to come
-        # The step's last part, per auto-reset mode (chosen once: `step` is the hot path).
+        # Next-step resets still to come: the last step's `done` (by reference; never written).
+        self._pending = np.zeros(self.num_envs, dtype=bool)
+        # Where done instances reset, besides next-step (chosen once: `step` is the hot path).
         if self._mode == AutoresetMode.SAME_STEP:
             self._finish = self._finish_same_step
-        elif self._mode == AutoresetMode.NEXT_STEP:
-            self._finish = self._finish_next_step
         else:
             self._finish = self._finish_by_masked_reset
 
@@ -288,13 +288,16 @@ class GymnasiumEnv(BatchedEnv):
         self._flatten_into(obs, out)
         return out
 
-    def _to_host_action(self, action: torch.Tensor, slot: StepSlot) -> np.ndarray:
+    def _host_action(self, action: torch.Tensor, slot: StepSlot) -> np.ndarray:
         """The env's actions in numpy: indices offset by the space's `start`, Box actions
         clipped or rescaled into a new array (the caller's tensor is never modified)."""
-        host = slot.host_action if action is slot.action and self._staging is None else None
-        if host is None or host.shape != self._action_shape or host.dtype != self._host_dtype:
-            # Not the collector's rollout column on CPU, which is read through its numpy view
-            # with no call into torch (one costs a numpy env's step microseconds in caches).
+        if action is slot.action and self._staging is None:
+            # The collector's rollout column on CPU, read through its numpy view with no
+            # call into torch (one costs a numpy env's step microseconds in caches).
+            host = slot.host_action
+            if host.dtype is not self._host_dtype or host.shape != self._action_shape:
+                host = self._checked_host_action(action)
+        else:
             host = self._checked_host_action(action)
         if self._discrete:
             return host + self._action_offset if self._action_offset else host
@@ -354,7 +357,7 @@ class GymnasiumEnv(BatchedEnv):
             obs, _ = self.envs.reset(seed=seeds, options={"reset_mask": mask})
         else:
             obs, _ = self.envs.reset(seed=[int(s) for s in group_seeds])
-        self._pending[mask] = False
+        self._pending = self._pending & ~mask  # a new array: `_pending` may view a rollout
         self._last_obs = self._flatten(obs)
         return torch.from_numpy(self._last_obs.copy()).to(self.device)
 
@@ -362,32 +365,41 @@ class GymnasiumEnv(BatchedEnv):
         return torch.from_numpy(np.array(self._last_obs, dtype=np.float32)).to(self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
-        host_action = self._to_host_action(action, slot)
-        obs, reward, terminated, truncated, info = self.envs.step(host_action)
+        obs, reward, terminated, truncated, info = self.envs.step(self._host_action(action, slot))
         if self._staging is None:  # CPU: numpy views of the rollout slot, one copy per field
             host = slot.host_views
         else:
             host = self._staging
             if self._copied is not None:
                 self._copied.synchronize()
-        _, reward_out, terminated_out, truncated_out, done = host[:5]
-        terminated_out[...] = terminated  # each a single numpy copy (casting as needed)
-        truncated_out[...] = truncated
-        np.logical_or(terminated_out, truncated_out, done)
-        reward_out[...] = reward
-        self._finish(obs, info, host)
-        self._last_obs = host[0]
+        next_obs, done = host[0], host[4]
+        # Next-step: this step reset the pending instances. Only a rollout's slot has `valid`
+        # (evaluation's has none); read `_pending` before `done` is written (it may alias it).
+        if self.has_invalid_steps and len(host) > 5:
+            np.logical_not(self._pending, host[5])
+        host[2][...] = terminated  # each a single numpy copy (casting as needed)
+        host[3][...] = truncated
+        np.logical_or(host[2], host[3], done)
+        host[1][...] = reward
+        if self._plain_rows:
+            next_obs[...] = obs
+        else:
+            self._flatten_into(obs, next_obs)
+        if self.has_invalid_steps:
+            self._pending = done  # read before the next step writes its `done`
+            self.final_obs = slot.next_obs  # the done rows of next_obs are the final ones
+        else:
+            self._finish(obs, info, host)
+        self._last_obs = next_obs
         if self._staging is not None:
             for staged, out in zip(self._staging_tensors, slot_fields(slot)):  # noqa: B905
                 out.copy_(staged, non_blocking=True)
             if self._copied is not None:
                 self._copied.record()
-        if self.has_invalid_steps:  # the done rows of next_obs are the final observations
-            self.final_obs = slot.next_obs
 
     def _finish_same_step(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
-        next_obs, done = host[0], host[4]
-        self._flatten_into(obs, next_obs)
+        """Keep the final observations of the done instances, from the step's info."""
+        done = host[4]
         finals = info.get("final_obs")  # Gymnasium adds it when some instance is done
         if finals is None:
             return
@@ -398,8 +410,8 @@ class GymnasiumEnv(BatchedEnv):
             self._write_final(self._final_from_info(info, done), done)
 
     def _finish_by_masked_reset(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+        """Autoreset disabled: keep the done instances' observations, then reset them."""
         next_obs, done = host[0], host[4]
-        self._flatten_into(obs, next_obs)
         if not done.any():
             return
         # The step's obs of a done instance is its final obs; then reset exactly those.
@@ -412,14 +424,6 @@ class GymnasiumEnv(BatchedEnv):
             seed=[next(seeds) if d else None for d in done], options={"reset_mask": done.copy()}
         )
         self._flatten_into(obs, next_obs)
-
-    def _finish_next_step(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
-        """This step reset the pending instances inside the vector env: not transitions."""
-        next_obs, done = host[0], host[4]
-        if len(host) > 5:  # the slot has `valid` (a rollout's; evaluation's has none)
-            np.logical_not(self._pending, host[5])
-        self._flatten_into(obs, next_obs)
-        self._pending[...] = done
 
     def _final_from_info(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Same-step mode: the done instances' final observations, from `info["final_obs"]`

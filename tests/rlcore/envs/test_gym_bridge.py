@@ -95,6 +95,34 @@ def test_truncation_bootstraps_from_the_final_observation_in_every_autoreset_mod
     env.close()
 
 
+def test_the_step_after_each_done_is_invalid_in_a_reused_slot_across_rollouts_and_resets():
+    env = BRIDGES["next-step, sync"](2)  # Counter, time limit 3: done every 3rd real step
+    # one slot for every step, as evaluation steps (the bridge keeps the last `done` by
+    # reference, so it must read it before writing the next one)
+    slot = dataclasses.replace(
+        StepSlot.allocate(2, 1, torch.device("cpu"), False), valid=torch.zeros(2, dtype=bool)
+    )
+    env.reset(seed=0)
+    valid, done = [], []
+    for _ in range(8):
+        env.step(torch.zeros(2, dtype=torch.long), slot)
+        valid.append(slot.valid.tolist())
+        done.append(slot.done[0].item())
+    assert done == [False, False, True, False, False, False, True, False]
+    assert valid == [[True, True]] * 3 + [[False, False]] + [[True, True]] * 3 + [[False, False]]
+    for _ in range(3):
+        env.step(torch.zeros(2, dtype=torch.long), slot)
+    assert slot.done.tolist() == [True, True]
+    env.reset(env_ids=torch.tensor([1]))  # a fresh episode has no reset step pending
+    env.step(torch.zeros(2, dtype=torch.long), slot)
+    assert slot.valid.tolist() == [False, True]
+    # in a rollout, the first step of the next collect continues from the last one's done
+    _, ro, collector, _ = collect(BRIDGES["next-step, numpy"](2), num_steps=3)
+    collector.collect()
+    assert ro[MASK][0, :-1].tolist() == [False, True, True]
+    assert ro[OBS][0, :].tolist() == [[3.0], [0.0], [1.0], [2.0]]
+
+
 def test_ppo_never_learns_from_invalid_reset_steps():
     env = BRIDGES["next-step, numpy"](4)
     policy, ro, _, _ = collect(env, num_steps=16)
