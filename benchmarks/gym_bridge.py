@@ -22,7 +22,11 @@ actions, timed alternately within every repetition (so both see the same backgro
   in `info` on every `done`.
 
 The figures are bridged SPS / raw SPS (target >= 0.9), in Gymnasium's default next-step
-mode (the bridge's default) and, for `sync`/`async`, in same-step mode. All sweeps start from
+mode (the bridge's default) and, for `sync`/`async`, in same-step mode. Each is the median
+over repetitions of the ratio within one repetition (raw time / bridged time of sweeps run
+back to back), which cancels the slow drifts of a shared machine's load; the ratio of the
+two median SPS is printed beside it (`ratio of medians`), and the spread of the paired
+ratios (their 25th-75th percentiles). All sweeps start from
 `reset(seed=0)` and run on their own env instance. SPS counts every `step` call, as
 Gymnasium's raw figures do; in next-step mode one step per episode is a reset step (invalid
 for training, both raw and bridged).
@@ -30,6 +34,7 @@ for training, both raw and bridged).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +44,15 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from benchmarks.common import base_parser, print_table, setup, time_interleaved, verdict, write_json
+from benchmarks.common import (
+    Timing,
+    base_parser,
+    print_table,
+    setup,
+    time_interleaved,
+    verdict,
+    write_json,
+)
 from rlcore.envs.gym_bridge import GymnasiumEnv
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 
@@ -119,12 +132,18 @@ def sweeps(
     return fns, close
 
 
+def paired_ratios(raw: Timing, bridged: Timing) -> list[float]:
+    """bridged SPS / raw SPS within each repetition (the two sweeps ran back to back)."""
+    return [r / b for r, b in zip(raw.samples_s, bridged.samples_s, strict=True)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES))
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 64, 256])
     parser.add_argument("--num-steps", type=int, default=32, help="T steps per sweep")
-    parser.add_argument("--min-rep-s", type=float, default=0.3)
+    parser.add_argument("--min-rep-s", type=float, default=0.1)
+    parser.set_defaults(reps=21)
     args = parser.parse_args(argv)
     meta = setup(args, "gym_bridge")
     rows: list[dict[str, Any]] = []
@@ -138,12 +157,19 @@ def main(argv: list[str] | None = None) -> None:
             finally:
                 close()
             sps = {k: n * args.num_steps / v.median_s for k, v in timings.items()}
+            paired = paired_ratios(timings["raw"], timings["bridged"])
+            quartiles = statistics.quantiles(paired, n=4)
             same = None
             if "raw_same_step" in sps:
-                same = sps["bridged_same_step"] / sps["raw_same_step"]
+                same = statistics.median(
+                    paired_ratios(timings["raw_same_step"], timings["bridged_same_step"])
+                )
             rows.append({"case": case, "N": n, "raw_sps": sps["raw"],
-                         "bridged_sps": sps["bridged"], "ratio": sps["bridged"] / sps["raw"],
-                         "outside_ratio": sps["outside"] / sps["raw"],
+                         "bridged_sps": sps["bridged"], "ratio": statistics.median(paired),
+                         "ratio_q1": quartiles[0], "ratio_q3": quartiles[2],
+                         "ratio_of_medians": sps["bridged"] / sps["raw"],
+                         "outside_ratio": statistics.median(
+                             paired_ratios(timings["raw"], timings["outside"])),
                          "raw_same_step_sps": sps.get("raw_same_step"),
                          "ratio_same_step": same})  # fmt: skip
     print()
@@ -151,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
         rows,
         [("case", "env:vectorization", ""), ("N", "N", "d"), ("raw_sps", "raw SPS", ",.0f"),
          ("bridged_sps", "bridged SPS", ",.0f"), ("ratio", "bridged/raw", ".3f"),
+         ("ratio_q1", "q25", ".3f"), ("ratio_q3", "q75", ".3f"),
+         ("ratio_of_medians", "ratio of medians", ".3f"),
          ("outside_ratio", "outside action/raw", ".3f"),
          ("raw_same_step_sps", "raw SPS same-step", ",.0f"),
          ("ratio_same_step", "bridged/raw same-step", ".3f")],
