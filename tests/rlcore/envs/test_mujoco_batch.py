@@ -1,6 +1,8 @@
 """The native batched MuJoCo tasks against Gymnasium's -v5 envs, and their own guarantees:
 masked auto-reset, group state copies, errors that name the task or file."""
 
+from pathlib import Path
+
 import gymnasium
 import numpy as np
 import pytest
@@ -64,6 +66,44 @@ def test_trajectories_match_gymnasium_v5_from_the_same_state_and_actions(task):
     assert checked >= N * 5
     if task == "Hopper":  # random actions make it fall: terminations are compared too
         assert ended > 0, checked
+
+
+def test_ant_contact_forces_match_gymnasium_where_both_sample_them_at_the_same_state(tmp_path):
+    # Ant's MJCF integrates with RK4, and Gymnasium reads the contact forces after the step
+    # (the last substep's fourth RK4 stage); the batch samples them at the substep's start
+    # (tasks.py). With one-stage Euler both sample the same state: the whole observation
+    # (contact forces included) and the whole reward (contact cost included) must match.
+    xml = Path(gymnasium_asset("ant.xml")).read_text()
+    assert 'integrator="RK4"' in xml
+    euler = tmp_path / "ant_euler.xml"
+    euler.write_text(xml.replace('integrator="RK4"', 'integrator="Euler"'))
+    env = MujocoEnv("Ant", N, nthread=1, xml_file=str(euler))
+    env.reset(seed=0)
+    start_qpos, start_qvel = env.engine.qpos.numpy().copy(), env.engine.qvel.numpy().copy()
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(STEPS, N, env.action_dim))
+    slot = slot_for(env)
+    ours = []
+    for t in range(STEPS):
+        env.step(torch.from_numpy(actions[t]).float(), slot)
+        ours.append((slot.next_obs.clone(), env.final_obs.clone(), slot.reward.clone(),
+                     slot.done.clone()))  # fmt: skip
+    width = env.engine.model.nq - 2 + env.engine.model.nv  # contact forces come after
+    with_contacts = 0
+    for i in range(N):
+        gym_env = gymnasium.make("Ant-v5", xml_file=str(euler)).unwrapped
+        gym_env.reset(seed=0)
+        gym_env.set_state(start_qpos[i], start_qvel[i])
+        for t in range(STEPS):
+            g_obs, g_reward, *_ = gym_env.step(actions[t, i].astype(np.float32))
+            next_obs, final_obs, reward, done = (x[i] for x in ours[t])
+            mine = (final_obs if done else next_obs).numpy()
+            np.testing.assert_allclose(mine, g_obs, rtol=1e-5, atol=1e-5)
+            assert float(reward) == pytest.approx(g_reward, rel=1e-5, abs=1e-5)
+            with_contacts += bool(np.abs(g_obs[width:]).max() > 0.01)
+            if done:
+                break
+        gym_env.close()
+    assert with_contacts >= 10  # the comparison covers real contact forces
 
 
 def test_auto_reset_touches_only_the_finished_instances():
