@@ -144,6 +144,12 @@ def time_interleaved(
     }
 
 
+def paired_ratios(baseline: Timing, candidate: Timing) -> list[float]:
+    """candidate speed / baseline speed within each repetition of `time_interleaved` (the
+    two ran back to back there, under the same load): baseline time / candidate time."""
+    return [b / c for b, c in zip(baseline.samples_s, candidate.samples_s, strict=True)]
+
+
 def preset_or_note(task: str, what: str, algorithm: str = "ppo") -> ExperimentConfig | None:
     """The task's tuned preset, or None after printing that `what` is skipped without one."""
     cfg = PRESETS_BY_ALGORITHM[algorithm].get(task)

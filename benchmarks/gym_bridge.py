@@ -45,8 +45,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from benchmarks.common import (
-    Timing,
     base_parser,
+    paired_ratios,
     print_table,
     setup,
     time_interleaved,
@@ -130,11 +130,6 @@ def sweeps(
             env.close()
 
     return fns, close
-
-
-def paired_ratios(raw: Timing, bridged: Timing) -> list[float]:
-    """bridged SPS / raw SPS within each repetition (the two sweeps ran back to back)."""
-    return [r / b for r, b in zip(raw.samples_s, bridged.samples_s, strict=True)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,18 +9,25 @@ For each N, T-step sweeps with the same pre-drawn random actions, timed alternat
 every repetition (so all see the same background load):
 
 - bare: `mujoco.batch.Batch.step(nstep=frame_skip)` after writing the controls (numpy), on
-  `--nthread` threads: the engine alone, nothing read back;
+  `--nthread` threads: the engine alone, nothing read back. Each sweep starts from the
+  native env's current state (one copy of the state rows), so both step the same physics:
+  the cost of a step depends on the contacts, and an engine stepped alone drifts into other
+  states than the env's, which resets;
 - native: `MujocoEnv.step(actions[t], slot)` into `StepSlot`s that are views of a real
   [N, T+1] rollout: clipped controls, the step, observation, reward, termination, time
   limit, final observations and auto-resets, all written into the rollout;
 - gym sync (N <= --gym-max-n): Gymnasium's `SyncVectorEnv` of `<task>-v5`, numpy actions.
 
 Figures: native / bare (target >= 0.9 at N >= 64) and native / gym sync (target >= 2.5 at
-N = 64). Torch threads: --threads (default 1; the engine's own threads are --nthread).
+N = 64), each the median over repetitions of the ratio within one repetition (the sweeps
+run back to back), which cancels the slow load drifts of a shared machine; the quartiles of
+native / bare are printed beside it. Torch threads: --threads (default 1; the engine's own
+threads are --nthread).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +35,15 @@ import gymnasium
 import numpy as np
 import torch
 
-from benchmarks.common import base_parser, print_table, setup, time_interleaved, verdict, write_json
+from benchmarks.common import (
+    base_parser,
+    paired_ratios,
+    print_table,
+    setup,
+    time_interleaved,
+    verdict,
+    write_json,
+)
 from rlcore.envs.mujoco_batch import MujocoEnv
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 
@@ -45,8 +60,10 @@ def sweeps(
 
     bare = MujocoEnv(task, n, nthread=nthread).engine
     batch, ctrl, frame_skip = bare.batch, bare.ctrl.numpy(), env.task.frame_skip
+    bare_state, env_state = bare.state(), env.engine.state()
 
     def bare_sweep() -> None:
+        bare_state.copy_(env_state)
         for action in actions:
             ctrl[...] = action
             batch.step(nstep=frame_skip)
@@ -87,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nthread", type=int, default=2, help="the engine's threads")
     parser.add_argument("--num-steps", type=int, default=32, help="T steps per sweep")
     parser.add_argument("--gym-max-n", type=int, default=64, help="largest N run through gym")
-    parser.add_argument("--min-rep-s", type=float, default=0.3)
+    parser.add_argument("--min-rep-s", type=float, default=0.1)
+    parser.set_defaults(reps=21)
     args = parser.parse_args(argv)
     meta = setup(args, "mujoco_batch")
     print(f"task {args.task} | engine threads {args.nthread} (--nthread) | T {args.num_steps}")
@@ -101,18 +119,23 @@ def main(argv: list[str] | None = None) -> None:
             close()
         sps = {k: n * args.num_steps / v.median_s for k, v in timings.items()}
         gym = sps.get("gym")
+        over_bare = paired_ratios(timings["bare"], timings["native"])
+        quartiles = statistics.quantiles(over_bare, n=4)
+        over_gym = paired_ratios(timings["gym"], timings["native"]) if gym else None
         rows.append({
             "N": n, "bare_sps": sps["bare"], "native_sps": sps["native"],
             "gym_sps": gym if gym is not None else float("nan"),
-            "native_over_bare": sps["native"] / sps["bare"],
-            "native_over_gym": sps["native"] / gym if gym else float("nan"),
+            "native_over_bare": statistics.median(over_bare),
+            "q1": quartiles[0], "q3": quartiles[2],
+            "native_over_gym": statistics.median(over_gym) if over_gym else float("nan"),
         })  # fmt: skip
     print()
     print_table(
         rows,
         [("N", "N", "d"), ("bare_sps", "bare batch SPS", ",.0f"),
          ("native_sps", "native env SPS", ",.0f"), ("gym_sps", "gym sync SPS", ",.0f"),
-         ("native_over_bare", "native/bare", ".3f"), ("native_over_gym", "native/gym", ".2f")],
+         ("native_over_bare", "native/bare", ".3f"), ("q1", "q25", ".3f"), ("q3", "q75", ".3f"),
+         ("native_over_gym", "native/gym", ".2f")],
     )  # fmt: skip
     print()
     for row in rows:

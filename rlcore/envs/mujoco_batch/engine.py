@@ -5,7 +5,8 @@ tensors on its device *without copies* (views of the engine's own storage), so a
 read observations and write controls with torch ops:
 
 - `qpos` [N, nq], `qvel` [N, nv], `ctrl` [N, nu]: the state (writes take effect at the
-  next call);
+  next call); `qpos_qvel` [N, nq + nv], both in one view where the engine stores them
+  adjacent (None otherwise);
 - `xpos` [N, nbody, 3], `cfrc_ext` [N, nbody, 6]: derived fields, refreshed by every call
   (after `step`, one substep behind the state, as with `mj_step`).
 
@@ -46,6 +47,7 @@ class Engine(abc.ABC):
     ctrl: torch.Tensor
     xpos: torch.Tensor
     cfrc_ext: torch.Tensor
+    qpos_qvel: torch.Tensor | None = None
 
     @abc.abstractmethod
     def step(self, nstep: int) -> None:
@@ -114,6 +116,14 @@ class BatchEngine(Engine):
         self.ctrl = torch.from_numpy(self.batch.bind("ctrl"))
         self.xpos = _writable_view(self.batch.bind("xpos"))
         self.cfrc_ext = _writable_view(self.batch.bind("cfrc_ext"))
+        # A state row holds qpos then qvel, after the time (mjSTATE_INTEGRATION's order).
+        start = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_TIME)
+        joint = self._state[:, start : start + model.nq + model.nv]
+        if (
+            joint[:, : model.nq].data_ptr() == self.qpos.data_ptr()
+            and joint[:, model.nq :].data_ptr() == self.qvel.data_ptr()
+        ):
+            self.qpos_qvel = joint
 
     def step(self, nstep: int) -> None:
         self.batch.step(nstep=nstep)

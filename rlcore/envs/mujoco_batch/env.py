@@ -79,18 +79,22 @@ class MujocoEnv(TorchEnv):
         self.task = TASKS[task]()
         model = load_model(task, self.task, xml_file)
         self.engine: Engine = make_engine(model, num_envs, torch.device(device), nthread, engine)
+        self.task.bind(self.engine)
         self.max_episode_steps = self.task.max_episode_steps
-        obs_dim = self.task.obs_dim(self.engine)
+        obs_dim = self.task.obs_dim()
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
         low, high = model.actuator_ctrlrange.T.astype(np.float32)
         self.action_space = spaces.Box(low, high, dtype=np.float32)
         super().__init__(num_envs, device)
-        self.dt = model.opt.timestep * self.task.frame_skip
+        self.dt = self.task.dt
         dtype = self.engine.dtype
         self._qpos0 = torch.as_tensor(model.qpos0, dtype=dtype, device=self.device)
         self._low = torch.as_tensor(low, device=self.device)
         self._high = torch.as_tensor(high, device=self.device)
+        self._x_now = self.task.progress()  # a view of the engine's state
         self._x_prev = torch.zeros(num_envs, dtype=dtype, device=self.device)
+        self._progress = torch.zeros(num_envs, dtype=dtype, device=self.device)
+        self._reward = torch.zeros(num_envs, dtype=dtype, device=self.device)
         self._renderer: mujoco.Renderer | None = None
         self._reset_ids(self._all_ids, 1)
 
@@ -102,15 +106,16 @@ class MujocoEnv(TorchEnv):
                 f"{self.name}: actions must have shape [{self.num_envs}, {self.action_dim}], "
                 f"got {list(action.shape)}"
             )
-        action = torch.clamp(action, self._low, self._high)
-        engine = self.engine
-        engine.ctrl.copy_(action)
-        engine.step(self.task.frame_skip)
-        x_now = self.task.progress(engine)
-        x_velocity = torch.sub(x_now, self._x_prev).div_(self.dt)
-        self._x_prev.copy_(x_now)
-        healthy = self.task.healthy(engine)
-        slot.reward.copy_(self.task.reward(engine, action, x_velocity, healthy))
+        engine, task = self.engine, self.task
+        torch.clamp(action, self._low, self._high, out=engine.ctrl)
+        engine.step(task.frame_skip)
+        # Few torch calls from here on: each costs several times more on CPU after the step
+        # (tasks.py).
+        torch.sub(self._x_now, self._x_prev, out=self._progress)
+        self._x_prev.copy_(self._x_now)
+        healthy = task.healthy()
+        task.reward(self._progress, healthy, self._reward)
+        slot.reward.copy_(self._reward)
         if healthy is None:
             slot.terminated.zero_()
         else:
@@ -128,7 +133,7 @@ class MujocoEnv(TorchEnv):
         if group_size > 1:
             followers = ids.view(-1, group_size)[:, 1:]
             engine.copy_state(leaders.repeat_interleave(group_size - 1), followers.reshape(-1))
-        self._x_prev[ids] = self.task.progress(engine)[ids]
+        self._x_prev[ids] = self._x_now[ids]
 
     def _reset_where(self, mask: torch.Tensor) -> None:
         ids = mask.nonzero().squeeze(1)  # a host sync; the engines reset by index
@@ -136,7 +141,7 @@ class MujocoEnv(TorchEnv):
             self._reset_ids(ids, 1)
 
     def _observe(self, out: torch.Tensor) -> None:
-        self.task.observe(self.engine, out)
+        self.task.observe(out)
 
     def _physics_state(self) -> dict[str, torch.Tensor]:
         return {"state": self.engine.state(), "x_prev": self._x_prev}
