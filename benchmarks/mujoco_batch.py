@@ -44,6 +44,7 @@ from benchmarks.common import (
     verdict,
     write_json,
 )
+from rlcore.envs.gym_bridge import gymnasium_build_context
 from rlcore.envs.mujoco_batch import MujocoEnv
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 
@@ -80,7 +81,8 @@ def sweeps(
     fns: dict[str, Callable[[], None]] = {"bare": bare_sweep, "native": native_sweep}
     gym_envs = None
     if with_gym:
-        gym_envs = gymnasium.make_vec(f"{task}-v5", num_envs=n, vectorization_mode="sync")
+        with gymnasium_build_context(f"{task}-v5"):  # not one print per instance
+            gym_envs = gymnasium.make_vec(f"{task}-v5", num_envs=n, vectorization_mode="sync")
         gym_envs.reset(seed=0)
 
         def gym_sweep() -> None:

@@ -49,7 +49,10 @@ run is not bit-exact with this bridge, unlike with the builtin envs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gymnasium
@@ -59,6 +62,7 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
+from rlcore.envs.mujoco_gl import prefer_offscreen_gl
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
@@ -116,6 +120,44 @@ def action_space_of(space: spaces.Space, env: str) -> spaces.Box | spaces.Discre
     )
 
 
+@contextlib.contextmanager
+def gymnasium_build_context(env_id: str) -> Iterator[None]:
+    """While a MuJoCo env `env_id` is built, report MuJoCo's warnings as Python warnings
+    (and pick offscreen rendering where there is no display: `prefer_offscreen_gl`).
+
+    MuJoCo prints each warning to stdout and appends it to `MUJOCO_LOG.TXT` in the working
+    directory: under MuJoCo 4, Gymnasium's `half_cheetah.xml` (a deprecated compiler
+    attribute) gives one per instance, 64 printed blocks for 64 envs. As a `RuntimeWarning`
+    it is shown once and can be filtered. MuJoCo's handler is global: it is restored on exit.
+    Envs that are not MuJoCo's (by their entry point), and async workers, are left alone.
+    """
+    try:
+        entry_point = str(gymnasium.spec(env_id).entry_point)
+    except gymnasium.error.Error:  # an unknown id: `make_vec` reports it
+        entry_point = ""
+    if "mujoco" not in entry_point and "mujoco" not in sys.modules:
+        yield
+        return
+    prefer_offscreen_gl()  # before MuJoCo's import: frames for videos on headless machines
+    try:
+        import mujoco
+    except ImportError:  # Gymnasium names the missing extra when it builds the env
+        yield
+        return
+
+    messages: list[str] = []  # the handler runs inside MuJoCo's C code: it must not raise
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(messages.append)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    for message in dict.fromkeys(messages):  # each distinct one, in order
+        count = messages.count(message)
+        times = f" ({count} times)" if count > 1 else ""
+        warnings.warn(f"gymnasium:{env_id}: MuJoCo: {message}{times}", RuntimeWarning, stacklevel=3)
+
+
 def _build(
     env_id: str,
     num_envs: int,
@@ -147,12 +189,13 @@ def _build(
         )
 
     try:
-        if "render_mode" in kwargs:
-            return make()
-        try:  # frames for videos, where the env can render
-            return make(render_mode="rgb_array")
-        except TypeError:  # an env whose constructor takes no render_mode
-            return make()
+        with gymnasium_build_context(env_id):
+            if "render_mode" in kwargs:
+                return make()
+            try:  # frames for videos, where the env can render
+                return make(render_mode="rgb_array")
+            except TypeError:  # an env whose constructor takes no render_mode
+                return make()
     except (gymnasium.error.Error, TypeError) as exc:  # unknown id, or a bad env kwarg
         raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
 

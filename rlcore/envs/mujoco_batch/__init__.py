@@ -2,15 +2,14 @@
 MuJoCo Warp (CUDA), writing into the rollout with torch ops (the `[mujoco]` extra).
 
 Importing this package before `mujoco` picks offscreen EGL rendering where no display is
-set (MuJoCo reads MUJOCO_GL once, at its import); set MUJOCO_GL yourself to choose another.
+set (`rlcore.envs.mujoco_gl`); set MUJOCO_GL yourself to choose another.
 """
 
 from __future__ import annotations
 
-import os
+from rlcore.envs.mujoco_gl import prefer_offscreen_gl
 
-if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-    os.environ["MUJOCO_GL"] = "egl"
+prefer_offscreen_gl()
 
 try:
     import mujoco  # noqa: F401
@@ -21,7 +20,7 @@ except ImportError as exc:  # the optional extra is not installed
         "the native MuJoCo envs need the mujoco extra: pip install 'rlcore[mujoco]'"
     ) from exc
 
-from rlcore.envs.mujoco_batch.env import MujocoEnv, MujocoEnvError
-from rlcore.envs.mujoco_batch.tasks import TASKS
+from rlcore.envs.mujoco_batch.env import MujocoEnv, MujocoEnvError  # noqa: E402 (after the GL)
+from rlcore.envs.mujoco_batch.tasks import TASKS  # noqa: E402
 
 __all__ = ["TASKS", "MujocoEnv", "MujocoEnvError"]

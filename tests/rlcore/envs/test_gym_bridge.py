@@ -1,6 +1,7 @@
 """The Gymnasium bridge: auto-reset modes, exact truncation bootstrap, spaces, bad input,
 and PPO learning Gymnasium's CartPole-v1 through it (the contract suite: test_contract.py)."""
 
+import ctypes.util
 import dataclasses
 import math
 
@@ -259,3 +260,32 @@ def test_autoreset_is_checked():
         GymnasiumEnv("CartPole-v1", 2, autoreset="same_step")
     with pytest.raises(GymnasiumBridgeError, match="CartPole-v1: autoreset applies to"):
         GymnasiumEnv("CartPole-v1", 2, vectorization="vector_entry_point", autoreset="same-step")
+
+
+def test_mujoco_warnings_while_building_become_one_python_warning(tmp_path, monkeypatch, capfd):
+    """MuJoCo would print each instance's warning and log it in the working directory."""
+    mujoco = pytest.importorskip("mujoco")
+    monkeypatch.chdir(tmp_path)
+    # MuJoCo 4 warns that Gymnasium's half_cheetah.xml uses a deprecated compiler attribute.
+    with pytest.warns(RuntimeWarning, match=r"HalfCheetah-v5: MuJoCo: .*settotalmass.*3 times"):
+        env = GymnasiumEnv("HalfCheetah-v5", 3)
+    env.close()
+    assert "settotalmass" not in capfd.readouterr().out
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
+
+
+def test_gymnasium_mujoco_envs_render_offscreen_without_a_display(monkeypatch):
+    pytest.importorskip("mujoco")
+    if not (ctypes.util.find_library("EGL") or ctypes.util.find_library("OSMesa")):
+        pytest.skip("neither EGL nor OSMesa on this machine")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    with pytest.warns(RuntimeWarning):  # the MuJoCo 4 deprecation above
+        env = GymnasiumEnv("HalfCheetah-v5", 2)
+    env.reset(seed=0)
+    try:
+        frames = env.render(torch.tensor([1]), size=32)
+    finally:
+        env.close()
+    assert frames.shape == (1, 32, 32, 3) and frames.dtype == torch.uint8
+    assert frames.float().std() > 0  # something was drawn
