@@ -4,6 +4,14 @@ Run from the repository root, e.g.
 
     .venv/bin/python -m benchmarks.throughput
     .venv/bin/python -m benchmarks.throughput --envs cartpole --sizes 64 1024 --reps 2
+    .venv/bin/python -m benchmarks.throughput --envs mujoco_halfcheetah --device cuda \
+        --sizes 1024 8192 65536 --parts env bare train
+
+`--envs` takes builtin env names and task presets (`rlcore.presets.PRESETS`: e.g.
+`mujoco_halfcheetah`, the native MuJoCo backend, MuJoCo Warp on CUDA); `--device` puts
+the env, the policy and the rollout there (CUDA timings synchronize after every timed call).
+`env`, `bare` and `train` are the three columns Isaac Lab reports: env-only, +policy and
++train steps per second.
 
 Parts (`--parts`, default all), each timed at every N of `--sizes`:
 
@@ -42,6 +50,7 @@ import gymnasium
 import gymnasium.spaces as spaces
 import numpy as np
 import torch
+import yaml
 from tensordict import TensorDict
 
 from benchmarks.common import (
@@ -56,6 +65,7 @@ from benchmarks.common import (
 )
 from rlcore.config import ExperimentConfig
 from rlcore.envs import ENVS, BatchedEnv, EnvConfig, make_env
+from rlcore.presets import PRESETS
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 from rlcore.trainer import Trainer
 
@@ -84,13 +94,47 @@ def random_actions(env: BatchedEnv, count: int, seed: int = 0) -> torch.Tensor:
     return low + u * (high - low)
 
 
-def env_sweep(task: str, n: int, t: int) -> Callable[[], None]:
+def env_config(task: str, n: int, device: str, options: dict[str, Any] | None = None) -> EnvConfig:
+    """The env of a builtin name or of a task preset (its options, updated by `options`),
+    N instances on `device`."""
+    base = PRESETS[task].env if task in PRESETS else EnvConfig(task)
+    merged = {**base.options, **(options or {})}
+    return dataclasses.replace(base, num_envs=n, device=device, options=merged)
+
+
+def parse_env_options(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs, values read as YAML scalars (`engine=warp`, `nthread=2`)."""
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--env-options takes KEY=VALUE pairs, got {item!r}")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
+def synchronized(fn: Callable[[], object], device: torch.device) -> Callable[[], object]:
+    """`fn`, then a wait for the device's queued work (CUDA runs asynchronously)."""
+    if device.type != "cuda":
+        return fn
+
+    def call() -> object:
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+
+    return call
+
+
+def env_sweep(
+    task: str, n: int, t: int, device: str = "cpu", options: dict[str, Any] | None = None
+) -> Callable[[], None]:
     """One T-step sweep of `env.step` with random actions into strided rollout slots.
 
     Runs under `torch.inference_mode()` like the collector does: outside it, stepping costs
     10-20% more (autograd version-counter bookkeeping on every in-place op).
     """
-    env = make_env(EnvConfig(task, num_envs=n))
+    env = make_env(env_config(task, n, device, options))
     rollout = rollout_for(env, t)
     slots = step_slots(rollout)
     rollout[OBS][:, 0] = env.reset(seed=0)
@@ -105,13 +149,21 @@ def env_sweep(task: str, n: int, t: int) -> Callable[[], None]:
 
 
 def experiment(
-    base: ExperimentConfig, n: int, num_steps: int, reps: int, **trainer: Any
+    base: ExperimentConfig,
+    n: int,
+    num_steps: int,
+    reps: int,
+    device: str = "cpu",
+    options: dict[str, Any] | None = None,
+    **trainer: Any,
 ) -> ExperimentConfig:
-    """The preset with N envs, T steps, no evaluation, and budget for warm-up + reps."""
+    """The preset with N envs on `device` (env options updated by `options`), T steps, no
+    evaluation, and budget for warm-up + reps."""
     steps_per_iter = n * num_steps
+    env_options = {**base.env.options, **(options or {})}
     return dataclasses.replace(
         base,
-        env=dataclasses.replace(base.env, num_envs=n),
+        env=dataclasses.replace(base.env, num_envs=n, device=device, options=env_options),
         trainer=dataclasses.replace(
             base.trainer,
             num_steps=num_steps,
@@ -123,21 +175,23 @@ def experiment(
     )
 
 
-def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callable[[], object]]:
+def act_and_collect(
+    base: ExperimentConfig, n: int, t: int, device: str = "cpu", options: dict | None = None
+) -> dict[str, Callable[[], object]]:
     """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
     the bare act + step loop (its own env, policy weights and rollout layout)."""
-    trainer = Trainer(experiment(base, n, t, reps=0))
+    trainer = Trainer(experiment(base, n, t, reps=0, device=device, options=options))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
     obs = trainer.rollout[OBS]
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(device=trainer.env.device).manual_seed(1)
 
     @torch.inference_mode()
     def acts() -> None:
         for step in range(t):
             policy.act(obs[:, step], gen)
 
-    bare_trainer = Trainer(experiment(base, n, t, reps=0))
+    bare_trainer = Trainer(experiment(base, n, t, reps=0, device=device, options=options))
     bare_trainer.policy.load_state_dict(policy.state_dict())
     bare_env, bare_policy = bare_trainer.env, bare_trainer.policy
     bare_obs, bare_slots = bare_trainer.rollout[OBS], step_slots(bare_trainer.rollout)
@@ -165,12 +219,20 @@ def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[],
     return sweep, envs.close
 
 
-def bench_train(base: ExperimentConfig, n: int, t: int, reps: int) -> dict[str, float]:
+def bench_train(
+    base: ExperimentConfig,
+    n: int,
+    t: int,
+    reps: int,
+    device: str = "cpu",
+    options: dict[str, Any] | None = None,
+) -> dict[str, float]:
     """Median seconds of one Trainer iteration, and of its collect and update phases."""
-    cfg = experiment(base, n, t, reps)
+    cfg = experiment(base, n, t, reps, device, options)
     phases: list[dict[str, float]] = []
     trainer = Trainer(cfg, sink=lambda step, metrics: phases.append(metrics))
-    timing = time_calls(lambda: trainer.run(max_iters=1), reps, min_rep_s=0.0)
+    iteration = synchronized(lambda: trainer.run(max_iters=1), trainer.env.device)
+    timing = time_calls(iteration, reps, min_rep_s=0.0)
     timed = phases[-reps:]
     return {
         "train_T": t,
@@ -186,16 +248,18 @@ def run_size(
     task: str, n: int, base: ExperimentConfig | None, args: argparse.Namespace, parts: set[str]
 ) -> dict[str, Any]:
     """All requested parts at one N; env, act, collector and gym alternate within each rep."""
-    t, reps = args.num_steps, args.reps
+    t, reps, device, options = args.num_steps, args.reps, args.device, args.env_options
     row: dict[str, Any] = {"env": task, "N": n, "T": t}
     fns: dict[str, Callable[[], object]] = {}
     close: Callable[[], None] | None = None
     if "env" in parts:
-        fns["env"] = env_sweep(task, n, t)
+        fns["env"] = env_sweep(task, n, t, device, options)
     if base is not None and parts & {"act", "collector", "bare"}:
-        fns |= {k: f for k, f in act_and_collect(base, n, t).items() if k in parts}
+        acting = act_and_collect(base, n, t, device, options)
+        fns |= {k: f for k, f in acting.items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
+    fns = {name: synchronized(fn, torch.device(device)) for name, fn in fns.items()}
     try:
         timings = time_interleaved(fns, reps, args.min_rep_s)
     finally:
@@ -222,7 +286,8 @@ def run_size(
         if "env_sps" in row:
             row["ours_over_gym"] = row["env_sps"] / row["gym_sps"]
     if base is not None and "train" in parts:
-        row |= bench_train(base, n, args.train_num_steps or base.trainer.num_steps, reps)
+        t_train = args.train_num_steps or base.trainer.num_steps
+        row |= bench_train(base, n, t_train, reps, device, options)
     return row
 
 
@@ -272,7 +337,21 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=["cartpole", "push_cube"], choices=ENVS)
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        default=["cartpole", "push_cube"],
+        choices=sorted(set(ENVS) | set(PRESETS)),
+        help="builtin env names or task presets",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    parser.add_argument(
+        "--env-options",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env options over the preset's, e.g. engine=warp (MuJoCo Warp on Warp's CPU)",
+    )
     parser.add_argument("--sizes", nargs="+", type=int, default=[64, 1024, 4096, 16384])
     parser.add_argument("--num-steps", type=int, default=32, help="T for env/act/collector")
     parser.add_argument(
@@ -286,10 +365,17 @@ def main(argv: list[str] | None = None) -> None:
         help="each repetition repeats a sweep for at least this long (train: one iteration)",
     )
     args = parser.parse_args(argv)
+    args.env_options = parse_env_options(args.env_options)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as exc:
+        raise SystemExit(f"--device: {exc}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine")
     meta = setup(args, "rlcore throughput (steps per second)")
     parts = set(args.parts)
     print(
-        f"T = {args.num_steps} for env/act/collector; device cpu; SPS = env steps (all N "
+        f"T = {args.num_steps} for env/act/collector; device {args.device}; SPS = env steps (all N "
         "instances) per second; coll/ideal = collector SPS / (N / (t_env_step + t_act)); "
         "bare = act + env.step only, no collector bookkeeping"
     )
