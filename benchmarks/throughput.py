@@ -94,12 +94,15 @@ def random_actions(env: BatchedEnv, count: int, seed: int = 0) -> torch.Tensor:
     return low + u * (high - low)
 
 
+def sized(env: EnvConfig, n: int, device: str, options: dict[str, Any] | None) -> EnvConfig:
+    """`env` with N instances on `device`, its options updated by `options`."""
+    merged = {**env.options, **(options or {})}
+    return dataclasses.replace(env, num_envs=n, device=device, options=merged)
+
+
 def env_config(task: str, n: int, device: str, options: dict[str, Any] | None = None) -> EnvConfig:
-    """The env of a builtin name or of a task preset (its options, updated by `options`),
-    N instances on `device`."""
-    base = PRESETS[task].env if task in PRESETS else EnvConfig(task)
-    merged = {**base.options, **(options or {})}
-    return dataclasses.replace(base, num_envs=n, device=device, options=merged)
+    """The env of a builtin name or of a task preset (with its options): see `sized`."""
+    return sized(PRESETS[task].env if task in PRESETS else EnvConfig(task), n, device, options)
 
 
 def parse_env_options(items: list[str]) -> dict[str, Any]:
@@ -160,10 +163,9 @@ def experiment(
     """The preset with N envs on `device` (env options updated by `options`), T steps, no
     evaluation, and budget for warm-up + reps."""
     steps_per_iter = n * num_steps
-    env_options = {**base.env.options, **(options or {})}
     return dataclasses.replace(
         base,
-        env=dataclasses.replace(base.env, num_envs=n, device=device, options=env_options),
+        env=sized(base.env, n, device, options),
         trainer=dataclasses.replace(
             base.trainer,
             num_steps=num_steps,
