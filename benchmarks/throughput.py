@@ -94,15 +94,9 @@ def random_actions(env: BatchedEnv, count: int, seed: int = 0) -> torch.Tensor:
     return low + u * (high - low)
 
 
-def sized(env: EnvConfig, n: int, device: str, options: dict[str, Any] | None) -> EnvConfig:
-    """`env` with N instances on `device`, its options updated by `options`."""
-    merged = {**env.options, **(options or {})}
-    return dataclasses.replace(env, num_envs=n, device=device, options=merged)
-
-
-def env_config(task: str, n: int, device: str, options: dict[str, Any] | None = None) -> EnvConfig:
-    """The env of a builtin name or of a task preset (with its options): see `sized`."""
-    return sized(PRESETS[task].env if task in PRESETS else EnvConfig(task), n, device, options)
+def placed(env: EnvConfig, device: str, options: dict[str, Any]) -> EnvConfig:
+    """`env` on `device`, its options updated by `options` (`--device`, `--env-options`)."""
+    return dataclasses.replace(env, device=device, options={**env.options, **options})
 
 
 def parse_env_options(items: list[str]) -> dict[str, Any]:
@@ -129,15 +123,13 @@ def synchronized(fn: Callable[[], object], device: torch.device) -> Callable[[],
     return call
 
 
-def env_sweep(
-    task: str, n: int, t: int, device: str = "cpu", options: dict[str, Any] | None = None
-) -> Callable[[], None]:
+def env_sweep(cfg: EnvConfig, t: int) -> Callable[[], None]:
     """One T-step sweep of `env.step` with random actions into strided rollout slots.
 
     Runs under `torch.inference_mode()` like the collector does: outside it, stepping costs
     10-20% more (autograd version-counter bookkeeping on every in-place op).
     """
-    env = make_env(env_config(task, n, device, options))
+    env = make_env(cfg)
     rollout = rollout_for(env, t)
     slots = step_slots(rollout)
     rollout[OBS][:, 0] = env.reset(seed=0)
@@ -152,20 +144,13 @@ def env_sweep(
 
 
 def experiment(
-    base: ExperimentConfig,
-    n: int,
-    num_steps: int,
-    reps: int,
-    device: str = "cpu",
-    options: dict[str, Any] | None = None,
-    **trainer: Any,
+    base: ExperimentConfig, n: int, num_steps: int, reps: int, **trainer: Any
 ) -> ExperimentConfig:
-    """The preset with N envs on `device` (env options updated by `options`), T steps, no
-    evaluation, and budget for warm-up + reps."""
+    """The preset with N envs, T steps, no evaluation, and budget for warm-up + reps."""
     steps_per_iter = n * num_steps
     return dataclasses.replace(
         base,
-        env=sized(base.env, n, device, options),
+        env=dataclasses.replace(base.env, num_envs=n),
         trainer=dataclasses.replace(
             base.trainer,
             num_steps=num_steps,
@@ -177,12 +162,10 @@ def experiment(
     )
 
 
-def act_and_collect(
-    base: ExperimentConfig, n: int, t: int, device: str = "cpu", options: dict | None = None
-) -> dict[str, Callable[[], object]]:
+def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callable[[], object]]:
     """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
     the bare act + step loop (its own env, policy weights and rollout layout)."""
-    trainer = Trainer(experiment(base, n, t, reps=0, device=device, options=options))
+    trainer = Trainer(experiment(base, n, t, reps=0))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
     obs = trainer.rollout[OBS]
@@ -193,7 +176,7 @@ def act_and_collect(
         for step in range(t):
             policy.act(obs[:, step], gen)
 
-    bare_trainer = Trainer(experiment(base, n, t, reps=0, device=device, options=options))
+    bare_trainer = Trainer(experiment(base, n, t, reps=0))
     bare_trainer.policy.load_state_dict(policy.state_dict())
     bare_env, bare_policy = bare_trainer.env, bare_trainer.policy
     bare_obs, bare_slots = bare_trainer.rollout[OBS], step_slots(bare_trainer.rollout)
@@ -221,16 +204,9 @@ def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[],
     return sweep, envs.close
 
 
-def bench_train(
-    base: ExperimentConfig,
-    n: int,
-    t: int,
-    reps: int,
-    device: str = "cpu",
-    options: dict[str, Any] | None = None,
-) -> dict[str, float]:
+def bench_train(base: ExperimentConfig, n: int, t: int, reps: int) -> dict[str, float]:
     """Median seconds of one Trainer iteration, and of its collect and update phases."""
-    cfg = experiment(base, n, t, reps, device, options)
+    cfg = experiment(base, n, t, reps)
     phases: list[dict[str, float]] = []
     trainer = Trainer(cfg, sink=lambda step, metrics: phases.append(metrics))
     iteration = synchronized(lambda: trainer.run(max_iters=1), trainer.env.device)
@@ -251,14 +227,16 @@ def run_size(
 ) -> dict[str, Any]:
     """All requested parts at one N; env, act, collector and gym alternate within each rep."""
     t, reps, device, options = args.num_steps, args.reps, args.device, args.env_options
+    if base is not None:  # the preset's env on --device, with --env-options
+        base = dataclasses.replace(base, env=placed(base.env, device, options))
     row: dict[str, Any] = {"env": task, "N": n, "T": t}
     fns: dict[str, Callable[[], object]] = {}
     close: Callable[[], None] | None = None
     if "env" in parts:
-        fns["env"] = env_sweep(task, n, t, device, options)
+        env_cfg = PRESETS[task].env if task in PRESETS else EnvConfig(task)  # with its options
+        fns["env"] = env_sweep(placed(dataclasses.replace(env_cfg, num_envs=n), device, options), t)
     if base is not None and parts & {"act", "collector", "bare"}:
-        acting = act_and_collect(base, n, t, device, options)
-        fns |= {k: f for k, f in acting.items() if k in parts}
+        fns |= {k: f for k, f in act_and_collect(base, n, t).items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
     fns = {name: synchronized(fn, torch.device(device)) for name, fn in fns.items()}
@@ -289,7 +267,7 @@ def run_size(
             row["ours_over_gym"] = row["env_sps"] / row["gym_sps"]
     if base is not None and "train" in parts:
         t_train = args.train_num_steps or base.trainer.num_steps
-        row |= bench_train(base, n, t_train, reps, device, options)
+        row |= bench_train(base, n, t_train, reps)
     return row
 
 

@@ -49,6 +49,7 @@ run is not bit-exact with this bridge, unlike with the builtin envs).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 import warnings
@@ -152,8 +153,7 @@ def gymnasium_build_context(env_id: str) -> Iterator[None]:
         yield
     finally:
         mujoco.set_mju_user_warning(previous)
-    for message in dict.fromkeys(messages):  # each distinct one, in order
-        count = messages.count(message)
+    for message, count in collections.Counter(messages).items():  # distinct, in order
         times = f" ({count} times)" if count > 1 else ""
         warnings.warn(f"gymnasium:{env_id}: MuJoCo: {message}{times}", RuntimeWarning, stacklevel=3)
 
