@@ -5,16 +5,24 @@ Run from the repository root (needs `pip install -e ".[mujoco]"`):
     .venv/bin/python -m benchmarks.halfcheetah --seeds 0 1 2
     .venv/bin/python -m benchmarks.halfcheetah --seeds 0 --backends gym native
 
-Per seed, trains each backend's preset side by side (one after the other, same seed):
+Per seed, trains each backend's preset side by side:
 
 - gym: `PRESETS["gym_halfcheetah"]`, Gymnasium's HalfCheetah-v5 through the bridge (8 sync
   envs);
 - native: `PRESETS["mujoco_halfcheetah"]`, the same experiment on `mujoco:HalfCheetah`
   (the same task stepped by mujoco.batch, rlcore.envs.mujoco_batch).
 
+Side by side means interleaved: with both backends, the two trainers of a seed take turns,
+one training iteration (and its evaluation, when due) each, in one process. Each backend's
+wall time is the sum of its own turns plus its construction. Drifts in the machine's speed
+(on this shared machine up to 1.5x within an hour, against a few per cent between the
+backends) then fall on both alike instead of on whichever ran second. A trainer draws only
+from its own generators, so taking turns changes none of its results.
+
 Reports the last evaluation's mean return over 8 deterministic episodes, the env steps and
-the wall time (evaluation included). Targets: mean return >= 1,500 at 1M steps (CleanRL's
-published PPO: 1,442.6 +- 46 at 1M on HalfCheetah-v4); native faster than gym.
+the wall time (evaluation included), split into collection, update and evaluation.
+Targets: mean return >= 1,500 at 1M steps (CleanRL's published PPO: 1,442.6 +- 46 at 1M on
+HalfCheetah-v4); native faster than gym.
 """
 
 from __future__ import annotations
@@ -33,34 +41,64 @@ TARGET_RETURN = 1500.0
 
 
 PRESET_OF = {"gym": "gym_halfcheetah", "native": "mujoco_halfcheetah"}
-FIGURES = ("env_steps", "wall_s", "eval_return")
+FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
-def run(backend: str, seed: int, total_steps: int) -> dict[str, Any]:
-    base = PRESETS[PRESET_OF[backend]]
-    cfg = dataclasses.replace(
-        base, trainer=dataclasses.replace(base.trainer, seed=seed, total_env_steps=total_steps)
-    )
-    start = time.perf_counter()
+class TimedRun:
+    """One backend's trainer for one seed, advanced a turn (one iteration) at a time, with
+    the seconds spent in its own turns."""
 
-    def progress(step: int, metrics: dict[str, float]) -> None:
+    def __init__(self, backend: str, seed: int, total_steps: int) -> None:
+        base = PRESETS[PRESET_OF[backend]]
+        cfg = dataclasses.replace(
+            base,
+            trainer=dataclasses.replace(base.trainer, seed=seed, total_env_steps=total_steps),
+        )
+        self.backend, self.seed = backend, seed
+        self.split = {"collect_s": 0.0, "update_s": 0.0, "eval_s": 0.0}
+        start = time.perf_counter()
+        self.trainer = Trainer(cfg, sink=self._record)
+        self.wall_s = time.perf_counter() - start
+        self.finished = False
+        self._turn_start = 0.0
+
+    def _record(self, step: int, metrics: dict[str, float]) -> None:
+        for key in self.split:
+            self.split[key] += metrics.get(f"time/{key}", 0.0)
         if "eval/episode_return" in metrics:
-            print(f"    {step:>9,d} steps  {time.perf_counter() - start:6.1f} s  "
+            elapsed = self.wall_s + time.perf_counter() - self._turn_start
+            print(f"    {self.backend:>6} {step:>9,d} steps  {elapsed:6.1f} s  "
                   f"eval return {metrics['eval/episode_return']:8.1f}", flush=True)  # fmt: skip
 
-    trainer = Trainer(cfg, sink=progress)
-    try:
-        trainer.run()
-    finally:
-        trainer.env.close()
-        trainer.eval_env.close()
-    return {
-        "backend": backend,
-        "seed": seed,
-        "env_steps": trainer.env_steps,
-        "wall_s": time.perf_counter() - start,
-        "eval_return": trainer.last_eval["eval/episode_return"],
-    }
+    def turn(self) -> None:
+        """Train one more iteration (evaluating when due); `finished` once the budget is spent."""
+        self._turn_start = time.perf_counter()
+        result = self.trainer.run(max_iters=1)
+        self.wall_s += time.perf_counter() - self._turn_start
+        self.finished = result.reached_target or self.trainer.iteration >= self.trainer.total_iters
+        if self.finished:
+            self.trainer.env.close()
+            self.trainer.eval_env.close()
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "seed": self.seed,
+            "env_steps": self.trainer.env_steps,
+            "wall_s": self.wall_s,
+            **self.split,
+            "eval_return": self.trainer.last_eval["eval/episode_return"],
+        }
+
+
+def run_side_by_side(backends: list[str], seed: int, total_steps: int) -> list[dict[str, Any]]:
+    """Train every backend on `seed`, taking turns one iteration at a time."""
+    runs = [TimedRun(backend, seed, total_steps) for backend in backends]
+    while not all(run.finished for run in runs):
+        for run in runs:
+            if not run.finished:
+                run.turn()
+    return [run.row() for run in runs]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,16 +109,20 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if importlib.util.find_spec("mujoco") is None:
         raise SystemExit('mujoco is not installed: pip install -e ".[mujoco]"')
-    meta = setup(args, "halfcheetah", method=f"one run per seed {args.seeds} (--reps unused)")
+    backends = list(dict.fromkeys(args.backends))
+    meta = setup(
+        args,
+        "halfcheetah",
+        method=f"one run per seed {args.seeds}, backends {backends} taking turns one "
+        "iteration each (--reps unused)",
+    )
     rows = []
     for seed in args.seeds:
-        for backend in args.backends:
-            print(
-                f"... seed {seed}, {backend} ({PRESETS[PRESET_OF[backend]].env.name})", flush=True
-            )
-            rows.append(run(backend, seed, args.total_steps))
+        names = ", ".join(f"{b} ({PRESETS[PRESET_OF[b]].env.name})" for b in backends)
+        print(f"... seed {seed}: {names}", flush=True)
+        rows.extend(run_side_by_side(backends, seed, args.total_steps))
     summary = []
-    for backend in args.backends:
+    for backend in backends:
         mine = [r for r in rows if r["backend"] == backend]
         summary.append({
             "backend": backend, "seed": "median",
@@ -90,14 +132,16 @@ def main(argv: list[str] | None = None) -> None:
     print_table(
         [*rows, *summary],
         [("backend", "backend", ""), ("seed", "seed", ""), ("env_steps", "env steps", ",.0f"),
-         ("wall_s", "wall s", ".1f"), ("eval_return", "eval return", ",.1f")],
+         ("wall_s", "wall s", ".1f"), ("collect_s", "collect s", ".1f"),
+         ("update_s", "update s", ".1f"), ("eval_s", "eval s", ".1f"),
+         ("eval_return", "eval return", ",.1f")],
     )  # fmt: skip
     print()
-    for backend in args.backends:
+    for backend in backends:
         mean = statistics.fmean(r["eval_return"] for r in rows if r["backend"] == backend)
         print(f"{backend}: mean eval return over seeds {mean:,.1f} (target >= "
               f"{TARGET_RETURN:,.0f}): {verdict(mean, TARGET_RETURN, True)}")  # fmt: skip
-    if set(args.backends) == {"gym", "native"}:
+    if set(backends) == {"gym", "native"}:
         for seed in args.seeds:
             wall = {r["backend"]: r["wall_s"] for r in rows if r["seed"] == seed}
             ratio = wall["native"] / wall["gym"]
