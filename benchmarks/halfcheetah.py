@@ -77,8 +77,12 @@ class TimedRun:
         self.wall_s += time.perf_counter() - self._turn_start
         self.finished = result.reached_target or self.trainer.iteration >= self.trainer.total_iters
         if self.finished:
-            self.trainer.env.close()
-            self.trainer.eval_env.close()
+            self.close()
+
+    def close(self) -> None:
+        """Release the envs (idempotent)."""
+        self.trainer.env.close()
+        self.trainer.eval_env.close()
 
     def row(self) -> dict[str, Any]:
         return {
@@ -93,11 +97,17 @@ class TimedRun:
 
 def run_side_by_side(backends: list[str], seed: int, total_steps: int) -> list[dict[str, Any]]:
     """Train every backend on `seed`, taking turns one iteration at a time."""
-    runs = [TimedRun(backend, seed, total_steps) for backend in backends]
-    while not all(run.finished for run in runs):
+    runs: list[TimedRun] = []
+    try:
+        for backend in backends:
+            runs.append(TimedRun(backend, seed, total_steps))
+        while not all(run.finished for run in runs):
+            for run in runs:
+                if not run.finished:
+                    run.turn()
+    finally:
         for run in runs:
-            if not run.finished:
-                run.turn()
+            run.close()
     return [run.row() for run in runs]
 
 
