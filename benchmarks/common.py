@@ -121,7 +121,8 @@ def time_interleaved(
     """Like `time_calls` for several functions, alternating them within every repetition.
 
     Figures that are compared with each other (ratios) then see the same background load,
-    which matters on a shared machine.
+    which matters on a shared machine. Every other repetition runs them in reverse order, so
+    no function always runs first (after the previous repetition's last) or last.
     """
     calls: dict[str, int] = {}
     for name, fn in fns.items():
@@ -133,8 +134,9 @@ def time_interleaved(
             once = time.perf_counter() - start
             calls[name] = max(1, math.ceil(min_rep_s / max(once, 1e-9)))
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for rep in range(reps):
+        for name, fn in order if rep % 2 == 0 else order[::-1]:
             start = time.perf_counter()
             for _ in range(calls[name]):
                 fn()
