@@ -14,7 +14,7 @@ from gymnasium.vector.utils import batch_space
 class DictPoint(gymnasium.Env):
     """A point pushed by a 2-D force; Dict observation {"velocity": [2], "position": [2, 1]}."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     def __init__(self, render_mode: str | None = None) -> None:
         self.observation_space = spaces.Dict(
@@ -52,7 +52,7 @@ class Counter(gymnasium.Env):
     """obs = [steps taken]; reward 1; never terminates. With a time limit of L, the final
     observation of a truncated episode is [L] while the next episode starts at [0]."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     observation_space = spaces.Box(0, np.inf, (1,), np.float32)
     action_space = spaces.Discrete(2)
@@ -101,7 +101,7 @@ class CounterVectorEnv(VectorEnv):
 
 
 class TupleObs(gymnasium.Env):
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     observation_space = spaces.Tuple((spaces.Text(5), spaces.Discrete(3)))
     action_space = spaces.Discrete(2)
