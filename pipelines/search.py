@@ -12,7 +12,9 @@ The study lives in `search.storage`: by default Optuna's journal file
 PostgreSQL) shared by workers on several machines. `search.n_trials` is the study's total:
 a resumed study runs only the trials it lacks. `--workers N` runs N processes on this
 machine against the same storage. The journal has no heartbeat, so trials a killed worker
-left RUNNING are marked FAILED when a search starts (not when it joins: `--join`).
+left RUNNING are marked FAILED when a search starts (not when it joins: `--join`); the
+journal's stale lock and torn last write, if the kill left any, are repaired then too
+(`pipelines.journal`).
 
 Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
 `outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`.
@@ -40,6 +42,7 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from pipelines.files import atomic_path, write_json, write_text
+from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
 from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
 from pipelines.train import run_training
@@ -65,10 +68,7 @@ def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseSt
             return optuna.storages.RDBStorage(search.storage)
         except Exception as exc:  # SQLAlchemy raises many kinds; all mean "cannot use it"
             raise SearchError(f"search.storage {search.storage!r} cannot be used: {exc}") from exc
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    layout.search_journal.parent.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(str(layout.search_journal)))
+    return journal_storage(layout.search_journal)
 
 
 def make_sampler(search: SearchParams) -> optuna.samplers.BaseSampler:
@@ -243,6 +243,9 @@ def search(
     if workers < 1:
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
+    if not join and params.search.storage is None:
+        for repair in recover_journal(layout.search_journal):
+            print(f"[search] {repair}", flush=True)
     study = open_study(params, layout)
     if not join:
         stale = fail_stale_trials(study)

@@ -173,9 +173,8 @@ def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait()
 
-    study = open_study(params, layout)  # still loadable
-    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING]
-    # A new search fails the orphan and completes the study.
+    # A new search repairs what the kill left (it may have landed mid-write), fails the
+    # orphan and completes the study. Nothing opens the journal before it does.
     data["trainer"]["total_env_steps"] = 8 * 16 * 4
     proc = run_cli(tmp_path, data=data)
     out, _ = proc.communicate(timeout=300)
@@ -183,6 +182,29 @@ def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
     assert "left running by a stopped worker" in out
     states = [t.state for t in open_study(params, layout).get_trials()]
     assert states[0] == TrialState.FAIL and states[1:] == [TrialState.COMPLETE] * 2
+
+
+def test_a_search_repairs_a_journal_torn_by_a_killed_worker(tmp_path, capsys):
+    # What a worker killed inside Optuna's append leaves: its lock and half a line.
+    params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
+    study = open_study(params, layout)
+    orphan = study.ask()
+    orphan.report(1.0, 0)
+    journal = layout.search_journal
+    complete_bytes = journal.read_bytes()
+    with journal.open("ab") as f:
+        f.write(b'{"op_code":6,"worker_id":"0-')
+    Path(f"{journal}.lock").touch()
+
+    summary = search(params, layout)
+
+    out = capsys.readouterr().out
+    assert "removed the lock" in out and "dropped a write" in out and "(28 bytes)" in out
+    assert journal.read_bytes().startswith(complete_bytes)  # nothing committed was lost
+    trials = open_study(params, layout).get_trials()
+    assert trials[0].state == TrialState.FAIL and trials[0].intermediate_values == {0: 1.0}
+    assert summary["complete"] == 1 and summary["fail"] == 1
+    assert not Path(f"{journal}.lock").exists()
 
 
 def test_search_cli_rejects_bad_params_with_one_line(tmp_path):

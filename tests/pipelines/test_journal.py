@@ -1,0 +1,50 @@
+import os
+from pathlib import Path
+
+from optuna.study import StudyDirection
+
+from pipelines.journal import journal_storage, recover_journal
+
+
+def test_a_clean_journal_is_left_alone(tmp_path):
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b'{"op_code":0}\n{"op_code":1}\n')
+    assert recover_journal(journal) == []
+    assert journal.read_bytes() == b'{"op_code":0}\n{"op_code":1}\n'
+    assert recover_journal(tmp_path / "missing.log") == []
+
+
+def test_a_torn_last_write_is_dropped_to_the_last_complete_line(tmp_path):
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b'{"op_code":0}\n' + b"x" * 5000)  # longer than one read block
+    (repair,) = recover_journal(journal)
+    assert "(5000 bytes)" in repair
+    assert journal.read_bytes() == b'{"op_code":0}\n'
+
+
+def test_a_journal_with_no_complete_line_is_emptied(tmp_path):
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b'{"op_co')
+    assert len(recover_journal(journal)) == 1
+    assert journal.read_bytes() == b""
+
+
+def test_stale_locks_of_either_kind_are_removed(tmp_path):
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b"")
+    lock = tmp_path / "journal.log.lock"
+    os.symlink("elsewhere/journal.log", lock)  # the dangling link Optuna's default lock left
+    assert recover_journal(journal) == [f"removed the lock {lock} left by a stopped worker"]
+    assert not lock.is_symlink()
+    lock.touch()
+    assert len(recover_journal(journal)) == 1 and not lock.exists()
+
+
+def test_the_storage_locks_with_a_plain_file_at_an_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    storage = journal_storage(Path("sub/journal.log"))
+    lock = storage._backend._lock
+    assert os.path.isabs(lock._lock_file) and lock._lock_file.endswith("journal.log.lock")
+    assert type(lock).__name__ == "JournalFileOpenLock"
+    storage.create_new_study([StudyDirection.MAXIMIZE], "s")  # takes the lock, then releases it
+    assert not (tmp_path / "sub" / "journal.log.lock").exists()
