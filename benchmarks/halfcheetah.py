@@ -4,13 +4,17 @@ Run from the repository root (needs `pip install -e ".[mujoco]"`):
 
     .venv/bin/python -m benchmarks.halfcheetah --seeds 0 1 2
     .venv/bin/python -m benchmarks.halfcheetah --seeds 0 --backends gym native
+    .venv/bin/python -m benchmarks.halfcheetah --seeds 0 --backends native native-compiled
 
 Per seed, trains each backend's preset side by side:
 
 - gym: `PRESETS["gym_halfcheetah"]`, Gymnasium's HalfCheetah-v5 through the bridge (8 sync
   envs);
 - native: `PRESETS["mujoco_halfcheetah"]`, the same experiment on `mujoco:HalfCheetah`
-  (the same task stepped by mujoco.batch, rlcore.envs.mujoco_batch).
+  (the same task stepped by mujoco.batch, rlcore.envs.mujoco_batch);
+- native-compiled: the native run with its PPO loss through `torch.compile`
+  (`Trainer(compile_loss=True)`, `runtime.compile` in params.yaml); compiling is part of
+  its first update's time.
 
 Side by side means interleaved: with both backends, the two trainers of a seed take turns,
 one training iteration (and its evaluation, when due) each, in one process. Each backend's
@@ -40,7 +44,11 @@ from rlcore.trainer import Trainer
 TARGET_RETURN = 1500.0
 
 
-PRESET_OF = {"gym": "gym_halfcheetah", "native": "mujoco_halfcheetah"}
+PRESET_OF = {
+    "gym": "gym_halfcheetah",
+    "native": "mujoco_halfcheetah",
+    "native-compiled": "mujoco_halfcheetah",
+}
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
@@ -57,7 +65,8 @@ class TimedRun:
         self.backend, self.seed = backend, seed
         self.split = {"collect_s": 0.0, "update_s": 0.0, "eval_s": 0.0}
         start = time.perf_counter()
-        self.trainer = Trainer(cfg, sink=self._record)
+        compile_loss = backend.endswith("-compiled")
+        self.trainer = Trainer(cfg, sink=self._record, compile_loss=compile_loss)
         self.wall_s = time.perf_counter() - start
         self.finished = False
         self._turn_start = 0.0
@@ -67,7 +76,7 @@ class TimedRun:
             self.split[key] += metrics.get(f"time/{key}", 0.0)
         if "eval/episode_return" in metrics:
             elapsed = self.wall_s + time.perf_counter() - self._turn_start
-            print(f"    {self.backend:>6} {step:>9,d} steps  {elapsed:6.1f} s  "
+            print(f"    {self.backend:>15} {step:>9,d} steps  {elapsed:6.1f} s  "
                   f"eval return {metrics['eval/episode_return']:8.1f}", flush=True)  # fmt: skip
 
     def turn(self) -> None:
@@ -151,12 +160,17 @@ def main(argv: list[str] | None = None) -> None:
         mean = statistics.fmean(r["eval_return"] for r in rows if r["backend"] == backend)
         print(f"{backend}: mean eval return over seeds {mean:,.1f} (target >= "
               f"{TARGET_RETURN:,.0f}): {verdict(mean, TARGET_RETURN, True)}")  # fmt: skip
-    if set(backends) == {"gym", "native"}:
-        for seed in args.seeds:
-            wall = {r["backend"]: r["wall_s"] for r in rows if r["seed"] == seed}
-            ratio = wall["native"] / wall["gym"]
+    for seed in args.seeds:
+        mine = {r["backend"]: r for r in rows if r["seed"] == seed}
+        if {"gym", "native"} <= mine.keys():
+            ratio = mine["native"]["wall_s"] / mine["gym"]["wall_s"]
             print(f"seed {seed}: native / gym wall time {ratio:.3f} (target < 1): "
                   f"{verdict(ratio, 1.0, False)}")  # fmt: skip
+        if {"native", "native-compiled"} <= mine.keys():
+            compiled, eager = mine["native-compiled"], mine["native"]
+            print(f"seed {seed}: compiled / eager native wall time "
+                  f"{compiled['wall_s'] / eager['wall_s']:.3f}, update time "
+                  f"{compiled['update_s'] / eager['update_s']:.3f}")  # fmt: skip
     write_json(args.json, meta, {"rows": rows})
 
 

@@ -81,11 +81,12 @@ def _stage_errors() -> tuple[type[Exception], ...]:
     from pipelines.launch import LaunchError
     from pipelines.report import SeedResultsError
     from rlcore.distributed import DistributedError
-    from rlcore.errors import CheckpointError, NonFiniteError
+    from rlcore.errors import CheckpointError, CompileUnavailableError, NonFiniteError
 
     return (
         FileNotFoundError,
         CheckpointError,
+        CompileUnavailableError,
         NonFiniteError,
         SeedResultsError,
         DistributedError,
@@ -95,8 +96,9 @@ def _stage_errors() -> tuple[type[Exception], ...]:
 
 def _search_errors() -> tuple[type[Exception], ...]:
     from pipelines.search import SearchError
+    from rlcore.errors import CompileUnavailableError
 
-    return (SearchError,)
+    return (SearchError, CompileUnavailableError)
 
 
 class _UnknownSeedError(ValueError):

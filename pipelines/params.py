@@ -58,6 +58,11 @@ class RuntimeParams(_Section):
         description="train with this many torch.distributed processes on this machine "
         "(torchrun; each with env.num_envs envs); ignored when launched by torchrun",
     )
+    compile: bool = Field(
+        False,
+        description="run the PPO/GRPO loss through torch.compile (needs a C++ compiler on "
+        "CPU, Triton on CUDA): ~25% faster updates on MuJoCo-sized runs, ~6 s to compile",
+    )
 
 
 class EvaluationParams(_Section):

@@ -169,7 +169,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
 
-            trainer = Trainer(seed_cfg, sink=report)
+            trainer = Trainer(seed_cfg, sink=report, compile_loss=params.runtime.compile)
             run_training(trainer)
             if metric not in trainer.last_eval:
                 raise SearchError(

@@ -130,7 +130,7 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     cfg = params.experiment(seed=layout.seed)
     with process_group_from_env(cfg.env.device) as dist:
         curve = Curve(total_env_steps=0)
-        trainer = Trainer(cfg, sink=curve, dist=dist)
+        trainer = Trainer(cfg, sink=curve, dist=dist, compile_loss=params.runtime.compile)
         return _train(params, trainer, curve, layout)
 
 

@@ -11,5 +11,9 @@ class CheckpointError(RuntimeError):
     """A checkpoint file is missing, corrupt, truncated or from another configuration."""
 
 
+class CompileUnavailableError(RuntimeError):
+    """`torch.compile` was asked for, but its backend (a C++ compiler, Triton) is missing."""
+
+
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra to install."""

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from rlcore.algos.base import Algorithm, NonFiniteError
+from rlcore.algos.compile import check_compile_available
 from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
@@ -49,6 +50,10 @@ class Trainer:
     collective (every rank calls them) and rank 0 alone touches the file. An iteration
     then collects `world_size` times as many env steps, so the same `total_env_steps`
     takes `world_size` times fewer iterations.
+
+    `compile_loss` runs the algorithm's loss through `torch.compile` (see
+    `rlcore.algos.compile`): a runtime choice like the thread count, so it is not part of
+    the config whose hash guards resumption.
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class Trainer:
         cfg: ExperimentConfig,
         sink: MetricsSink | None = None,
         dist: Distributed | None = None,
+        compile_loss: bool = False,
     ) -> None:
         self.cfg, self.sink = cfg, sink or (lambda step, metrics: None)
         self.dist = dist = dist or Distributed()
@@ -65,6 +71,8 @@ class Trainer:
         self.env = make_env(env_cfg, grouped=grpo)
         self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
+        if compile_loss:
+            check_compile_available(device)
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
         with torch.random.fork_rng(devices=[]):
@@ -85,9 +93,13 @@ class Trainer:
                 restart_groups=cfg.grpo.episode_mode == "restart_groups",
                 reset_every_rollout=cfg.grpo.reset_every_rollout,
             )
-            self.algo = GRPO(self.policy, cfg.grpo, self.total_iters, self.generator, dist)
+            self.algo = GRPO(
+                self.policy, cfg.grpo, self.total_iters, self.generator, dist, compile_loss
+            )
         else:
-            self.algo = PPO(self.policy, cfg.ppo, self.total_iters, self.generator, dist)
+            self.algo = PPO(
+                self.policy, cfg.ppo, self.total_iters, self.generator, dist, compile_loss
+            )
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups
         )

@@ -21,6 +21,7 @@ from tensordict import TensorDict
 
 from rlcore.advantages import discounted_returns, group_normalize
 from rlcore.algos.base import NonFiniteError
+from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import GRPOConfig
 from rlcore.algos.losses import approx_kl, clipped_surrogate, k3_kl
 from rlcore.algos.minibatch import iterate_minibatches
@@ -60,6 +61,7 @@ class GRPO:
         total_updates: int,
         generator: torch.Generator,
         dist: Distributed | None = None,
+        compile_loss: bool = False,
     ) -> None:
         if policy.has_critic:
             raise ValueError(
@@ -72,6 +74,7 @@ class GRPO:
         self.optimizer = PolicyOptimizer(
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
+        self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
 
     def update(self, rollout: TensorDict) -> dict[str, float]:
         """Group-normalise returns in place, then run clipped-surrogate epochs on the mask."""
@@ -133,21 +136,34 @@ class GRPO:
             out[block] = self.reference.evaluate(o, a).log_prob.view(-1, num_envs)
 
     def _loss(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        loss, stats = self._loss_terms(
+            batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
+            batch[REF_LOG_PROB],
+        )  # fmt: skip
+        if not torch.isfinite(loss):
+            raise NonFiniteError(
+                f"GRPO loss became non-finite (policy={stats[0].item()}, "
+                f"ref_kl={stats[4].item()}); parameters were not updated"
+            )
+        return loss, stats
+
+    def _loss_terms(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        advantage: torch.Tensor,
+        ref_log_prob: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss and its stats from tensors alone (what `compile_loss` compiles)."""
         cfg = self.cfg
-        out = self.policy.evaluate(batch[OBS], batch[ACTION])
-        pg_loss, ratio = clipped_surrogate(
-            out.log_prob, batch[SAMPLE_LOG_PROB], batch[ADVANTAGE], cfg.clip_eps
-        )
+        out = self.policy.evaluate(obs, action)
+        pg_loss, ratio = clipped_surrogate(out.log_prob, old_log_prob, advantage, cfg.clip_eps)
         entropy = out.entropy.mean()
-        ref_kl = k3_kl(out.log_prob, batch[REF_LOG_PROB])
+        ref_kl = k3_kl(out.log_prob, ref_log_prob)
         loss = pg_loss - cfg.ent_coef * entropy
         if cfg.kl_coef > 0:
             loss = loss + cfg.kl_coef * ref_kl
-        if not torch.isfinite(loss):
-            raise NonFiniteError(
-                f"GRPO loss became non-finite (policy={pg_loss.item()}, "
-                f"ref_kl={ref_kl.item()}); parameters were not updated"
-            )
         with torch.no_grad():
             clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
             stats = torch.stack([pg_loss, entropy, approx_kl(ratio), clip_frac, ref_kl])

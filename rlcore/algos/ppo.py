@@ -14,6 +14,7 @@ from tensordict import TensorDict
 
 from rlcore.advantages import compute_gae
 from rlcore.algos.base import NonFiniteError
+from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.losses import approx_kl, clipped_surrogate
 from rlcore.algos.minibatch import iterate_minibatches
@@ -61,12 +62,14 @@ class PPO:
         total_updates: int,
         generator: torch.Generator,
         dist: Distributed | None = None,
+        compile_loss: bool = False,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
         self.dist = dist or Distributed()
         self.optimizer = PolicyOptimizer(
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
+        self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
 
     def microbatch_size(self, rollout: TensorDict) -> int | None:
         """Samples per forward/backward chunk (see `rlcore.algos.sgd.resolve_microbatch_size`)."""
@@ -138,19 +141,33 @@ class PPO:
     def _loss(
         self, batch: TensorDict, advantage: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = self.cfg
-        out = self.policy.evaluate(batch[OBS], batch[ACTION])
-        pg_loss, ratio = clipped_surrogate(
-            out.log_prob, batch[SAMPLE_LOG_PROB], advantage, cfg.clip_eps
-        )
-        v_loss = value_loss(out.value, batch[VALUE], batch[VALUE_TARGET], cfg.clip_value_eps)
-        entropy = out.entropy.mean()
-        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        loss, stats = self._loss_terms(
+            batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
+            advantage,
+        )  # fmt: skip
         if not torch.isfinite(loss):
             raise NonFiniteError(
-                f"PPO loss became non-finite (policy={pg_loss.item()}, value={v_loss.item()}); "
-                "parameters were not updated"
+                f"PPO loss became non-finite (policy={stats[0].item()}, "
+                f"value={stats[1].item()}); parameters were not updated"
             )
+        return loss, stats
+
+    def _loss_terms(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        old_value: torch.Tensor,
+        value_target: torch.Tensor,
+        advantage: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss and its stats from tensors alone (what `compile_loss` compiles)."""
+        cfg = self.cfg
+        out = self.policy.evaluate(obs, action)
+        pg_loss, ratio = clipped_surrogate(out.log_prob, old_log_prob, advantage, cfg.clip_eps)
+        v_loss = value_loss(out.value, old_value, value_target, cfg.clip_value_eps)
+        entropy = out.entropy.mean()
+        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
         with torch.no_grad():
             clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl(ratio), clip_frac])

@@ -1,0 +1,52 @@
+"""Optional `torch.compile` of the algorithms' loss functions.
+
+A PPO minibatch step on the small MLPs of control tasks is a few hundred tiny tensor ops:
+their dispatch, not their arithmetic, is the update's cost. Compiling the loss (forward and,
+through AOTAutograd, backward) fuses them into a few generated kernels; see the README's
+benchmark of it. The loss stays a pure tensor function so the compiled graph never breaks;
+the finite check that needs the host stays outside it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from rlcore.errors import CompileUnavailableError
+
+F = TypeVar("F", bound=Callable)
+
+
+def check_compile_available(device: torch.device) -> None:
+    """Fail before training when the compiler backend for `device` is missing.
+
+    Inductor builds C++ on CPU and Triton kernels on CUDA; without them the first update
+    would fail deep inside torch after the rollout was collected.
+    """
+    if device.type == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            raise CompileUnavailableError(
+                "runtime.compile on CUDA needs Triton (pip install triton), "
+                "or set runtime.compile: false"
+            )
+        return
+    compilers = [os.environ.get("CXX"), "g++", "c++", "clang++"]
+    if not any(c and shutil.which(c) for c in compilers):
+        raise CompileUnavailableError(
+            "runtime.compile on CPU needs a C++ compiler (g++ or clang++ on PATH, or $CXX), "
+            "or set runtime.compile: false"
+        )
+
+
+def maybe_compile(fn: F, enabled: bool) -> F:
+    """`fn` compiled by `torch.compile` when `enabled`, else `fn` itself.
+
+    Shapes start static and become dynamic after the first change (masked minibatches,
+    a short last chunk), so a run compiles at most a couple of times.
+    """
+    return torch.compile(fn) if enabled else fn  # type: ignore[return-value]
