@@ -61,7 +61,7 @@ class RuntimeParams(_Section):
     compile: bool = Field(
         False,
         description="run the PPO/GRPO loss through torch.compile (needs a C++ compiler on "
-        "CPU, Triton on CUDA): ~25% faster updates on MuJoCo-sized runs, ~6 s to compile",
+        "CPU, Triton on CUDA): ~25% faster updates on MuJoCo-sized runs, 1-17 s to compile",
     )
 
 
