@@ -146,6 +146,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations",
             flush=True,
         )
+        if params.runtime.compile:
+            print("[train] runtime.compile: the first update compiles the loss", flush=True)
 
     def save_progress(trainer: Trainer) -> None:
         trainer.save(layout.resume_checkpoint, extra={"pipeline": curve.state()})

@@ -174,3 +174,27 @@ def test_grpo_experiment_trains_and_evaluates_an_actor_only_policy(tmp_path):
     assert any(k.startswith("actor.") for k in weights)
     assert not any(k.startswith("critic.") for k in weights)
     assert evaluate(params, layout)["episodes"] == 5
+
+
+def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeypatch, capsys):
+    layout = Layout(tmp_path)
+    real_iteration = Trainer._train_iteration
+
+    def crash_in_iteration_5(self):
+        if self.iteration == 4:
+            raise KeyboardInterrupt
+        real_iteration(self)
+
+    monkeypatch.setattr(Trainer, "_train_iteration", crash_in_iteration_5)
+    with pytest.raises(KeyboardInterrupt):
+        train(parse_params(TINY), layout)
+    monkeypatch.setattr(Trainer, "_train_iteration", real_iteration)
+    capsys.readouterr()
+
+    compiled = parse_params({**TINY, "runtime": {"compile": True}})
+    assert compiled.runtime.compile and compiled.experiment() == parse_params(TINY).experiment()
+    metrics = train(compiled, layout)
+    out = capsys.readouterr().out
+    assert "resuming from" in out and "iteration 4" in out
+    assert "the first update compiles the loss" in out
+    assert metrics["iterations"] == 6 and not layout.resume_checkpoint.exists()
