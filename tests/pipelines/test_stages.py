@@ -56,6 +56,21 @@ def test_train_writes_checkpoint_curve_and_metrics(params, tmp_path, capsys):
     assert "eval return" in capsys.readouterr().out  # progress is shown
 
 
+def interrupt_in_iteration_5(params, layout, monkeypatch):
+    """Run the train stage until a KeyboardInterrupt in iteration 5 (progress saved at 4)."""
+    real_iteration = Trainer._train_iteration
+
+    def crash_in_iteration_5(self):
+        if self.iteration == 4:
+            raise KeyboardInterrupt
+        real_iteration(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_train_iteration", crash_in_iteration_5)
+        with pytest.raises(KeyboardInterrupt):
+            train(params, layout)
+
+
 def test_interrupted_training_keeps_old_outputs_and_resumes_exactly(params, tmp_path, monkeypatch):
     straight = Layout(tmp_path / "straight")
     train(params, straight)
@@ -65,22 +80,12 @@ def test_interrupted_training_keeps_old_outputs_and_resumes_exactly(params, tmp_
     layout.final_checkpoint.write_bytes(b"previous run")
     layout.train_metrics.parent.mkdir(parents=True)
     layout.train_metrics.write_text('{"previous": 1}')
-    real_iteration = Trainer._train_iteration
-
-    def crash_in_iteration_5(self):
-        if self.iteration == 4:
-            raise KeyboardInterrupt
-        real_iteration(self)
-
-    monkeypatch.setattr(Trainer, "_train_iteration", crash_in_iteration_5)
-    with pytest.raises(KeyboardInterrupt):
-        train(params, layout)
+    interrupt_in_iteration_5(params, layout, monkeypatch)
     # Nothing of the previous run was replaced; progress up to iteration 4 was saved.
     assert layout.final_checkpoint.read_bytes() == b"previous run"
     assert layout.train_metrics.read_text() == '{"previous": 1}'
     assert load_checkpoint(layout.resume_checkpoint)["iteration"] == 4
 
-    monkeypatch.setattr(Trainer, "_train_iteration", real_iteration)
     resumed = train(params, layout)
     assert resumed["iterations"] == 6 and not layout.resume_checkpoint.exists()
     a, b = policy_weights(straight.final_checkpoint), policy_weights(layout.final_checkpoint)
@@ -178,17 +183,7 @@ def test_grpo_experiment_trains_and_evaluates_an_actor_only_policy(tmp_path):
 
 def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeypatch, capsys):
     layout = Layout(tmp_path)
-    real_iteration = Trainer._train_iteration
-
-    def crash_in_iteration_5(self):
-        if self.iteration == 4:
-            raise KeyboardInterrupt
-        real_iteration(self)
-
-    monkeypatch.setattr(Trainer, "_train_iteration", crash_in_iteration_5)
-    with pytest.raises(KeyboardInterrupt):
-        train(parse_params(TINY), layout)
-    monkeypatch.setattr(Trainer, "_train_iteration", real_iteration)
+    interrupt_in_iteration_5(parse_params(TINY), layout, monkeypatch)
     capsys.readouterr()
 
     compiled = parse_params({**TINY, "runtime": {"compile": True}})
