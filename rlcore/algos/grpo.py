@@ -20,10 +20,15 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.advantages import discounted_returns, group_normalize
-from rlcore.algos.base import NonFiniteError
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import GRPOConfig
-from rlcore.algos.losses import approx_kl, clipped_surrogate, k3_kl
+from rlcore.algos.losses import (
+    approx_kl,
+    clip_fraction,
+    clipped_surrogate,
+    k3_kl,
+    raise_if_non_finite,
+)
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.distributed import Distributed
@@ -140,11 +145,7 @@ class GRPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
             batch[REF_LOG_PROB],
         )  # fmt: skip
-        if not torch.isfinite(loss):
-            raise NonFiniteError(
-                f"GRPO loss became non-finite (policy={stats[0].item()}, "
-                f"ref_kl={stats[4].item()}); parameters were not updated"
-            )
+        raise_if_non_finite("GRPO", loss, {"policy": stats[0], "ref_kl": stats[4]})
         return loss, stats
 
     def _loss_terms(
@@ -165,7 +166,7 @@ class GRPO:
         if cfg.kl_coef > 0:
             loss = loss + cfg.kl_coef * ref_kl
         with torch.no_grad():
-            clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
+            clip_frac = clip_fraction(ratio, cfg.clip_eps)
             stats = torch.stack([pg_loss, entropy, approx_kl(ratio), clip_frac, ref_kl])
         return loss, stats.detach()
 

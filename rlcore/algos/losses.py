@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rlcore.errors import NonFiniteError
+
 
 def clipped_surrogate(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_eps: float
@@ -35,3 +37,20 @@ def k3_kl(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
 def approx_kl(ratio: torch.Tensor) -> torch.Tensor:
     """k3 estimate of KL(behaviour || current) from the probability ratio current / old."""
     return ((ratio - 1) - ratio.log()).mean()
+
+
+def clip_fraction(ratio: torch.Tensor, clip_eps: float) -> torch.Tensor:
+    """Share of samples whose probability ratio lies outside the clip range."""
+    return ((ratio - 1).abs() > clip_eps).float().mean()
+
+
+def raise_if_non_finite(algorithm: str, loss: torch.Tensor, parts: dict[str, torch.Tensor]) -> None:
+    """Stop before a NaN or infinity reaches the parameters, naming the loss's parts.
+
+    Called outside the (optionally compiled) loss: it reads the loss on the host.
+    """
+    if not torch.isfinite(loss):
+        shown = ", ".join(f"{name}={value.item()}" for name, value in parts.items())
+        raise NonFiniteError(
+            f"{algorithm} loss became non-finite ({shown}); parameters were not updated"
+        )

@@ -13,10 +13,14 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.advantages import compute_gae
-from rlcore.algos.base import NonFiniteError
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import PPOConfig
-from rlcore.algos.losses import approx_kl, clipped_surrogate
+from rlcore.algos.losses import (
+    approx_kl,
+    clip_fraction,
+    clipped_surrogate,
+    raise_if_non_finite,
+)
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.distributed import Distributed
@@ -145,11 +149,7 @@ class PPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
             advantage,
         )  # fmt: skip
-        if not torch.isfinite(loss):
-            raise NonFiniteError(
-                f"PPO loss became non-finite (policy={stats[0].item()}, "
-                f"value={stats[1].item()}); parameters were not updated"
-            )
+        raise_if_non_finite("PPO", loss, {"policy": stats[0], "value": stats[1]})
         return loss, stats
 
     def _loss_terms(
@@ -169,7 +169,7 @@ class PPO:
         entropy = out.entropy.mean()
         loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
         with torch.no_grad():
-            clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean()
+            clip_frac = clip_fraction(ratio, cfg.clip_eps)
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl(ratio), clip_frac])
         return loss, stats.detach()
 
