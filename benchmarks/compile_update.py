@@ -63,13 +63,12 @@ def measure(task: str, algorithm: str, reps: int) -> dict[str, Any] | None:
             if trainer.eval_env is not None:
                 trainer.eval_env.close()
     eager_s, compiled_s = timings["eager"].median_s, timings["compiled"].median_s
+    algo_cfg = cfg.ppo if algorithm == "ppo" else cfg.grpo
     saved = eager_s - compiled_s
     return {
         "task": task,
         "algorithm": algorithm,
-        "minibatches": cfg.ppo.num_epochs * cfg.ppo.num_minibatches
-        if algorithm == "ppo"
-        else cfg.grpo.num_epochs * cfg.grpo.num_minibatches,
+        "minibatches": algo_cfg.num_epochs * algo_cfg.num_minibatches,
         "eager_ms": eager_s * 1e3,
         "compiled_ms": compiled_s * 1e3,
         "ratio": statistics.median(

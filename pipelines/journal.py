@@ -55,17 +55,9 @@ def recover_journal(path: Path) -> list[str]:
 
 
 def _torn_tail_bytes(path: Path) -> int:
-    """Bytes after the journal's last newline: an operation whose write never completed."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        block = 4096
-        end = size
-        while end > 0:
-            start = max(0, end - block)
-            f.seek(start)
-            chunk = f.read(end - start)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                return size - (start + newline + 1)
-            end = start
-    return size
+    """Bytes after the journal's last newline: an operation whose write never completed.
+
+    Reads the whole file, as Optuna itself does when it opens the study.
+    """
+    data = path.read_bytes()
+    return len(data) - (data.rfind(b"\n") + 1)

@@ -68,11 +68,11 @@ class Trainer:
         tc = cfg.trainer
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
         grpo = not cfg.with_critic
+        if compile_loss:  # before building envs, which may take long (simulators, processes)
+            check_compile_available(torch.device(env_cfg.device))
         self.env = make_env(env_cfg, grouped=grpo)
         self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
-        if compile_loss:
-            check_compile_available(device)
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
         with torch.random.fork_rng(devices=[]):

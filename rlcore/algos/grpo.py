@@ -145,7 +145,7 @@ class GRPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
             batch[REF_LOG_PROB],
         )  # fmt: skip
-        raise_if_non_finite("GRPO", loss, {"policy": stats[0], "ref_kl": stats[4]})
+        raise_if_non_finite("GRPO", loss, stats, {"policy": 0, "ref_kl": 4})
         return loss, stats
 
     def _loss_terms(

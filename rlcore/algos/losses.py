@@ -44,13 +44,16 @@ def clip_fraction(ratio: torch.Tensor, clip_eps: float) -> torch.Tensor:
     return ((ratio - 1).abs() > clip_eps).float().mean()
 
 
-def raise_if_non_finite(algorithm: str, loss: torch.Tensor, parts: dict[str, torch.Tensor]) -> None:
-    """Stop before a NaN or infinity reaches the parameters, naming the loss's parts.
+def raise_if_non_finite(
+    algorithm: str, loss: torch.Tensor, stats: torch.Tensor, shown: dict[str, int]
+) -> None:
+    """Stop before a NaN or infinity reaches the parameters, naming the loss's parts
+    (`shown`: name -> index into `stats`, read only on failure).
 
     Called outside the (optionally compiled) loss: it reads the loss on the host.
     """
     if not torch.isfinite(loss):
-        shown = ", ".join(f"{name}={value.item()}" for name, value in parts.items())
+        parts = ", ".join(f"{name}={stats[i].item()}" for name, i in shown.items())
         raise NonFiniteError(
-            f"{algorithm} loss became non-finite ({shown}); parameters were not updated"
+            f"{algorithm} loss became non-finite ({parts}); parameters were not updated"
         )

@@ -149,7 +149,7 @@ class PPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
             advantage,
         )  # fmt: skip
-        raise_if_non_finite("PPO", loss, {"policy": stats[0], "value": stats[1]})
+        raise_if_non_finite("PPO", loss, stats, {"policy": 0, "value": 1})
         return loss, stats
 
     def _loss_terms(

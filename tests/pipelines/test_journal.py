@@ -16,7 +16,7 @@ def test_a_clean_journal_is_left_alone(tmp_path):
 
 def test_a_torn_last_write_is_dropped_to_the_last_complete_line(tmp_path):
     journal = tmp_path / "journal.log"
-    journal.write_bytes(b'{"op_code":0}\n' + b"x" * 5000)  # longer than one read block
+    journal.write_bytes(b'{"op_code":0}\n' + b"x" * 5000)
     (repair,) = recover_journal(journal)
     assert "(5000 bytes)" in repair
     assert journal.read_bytes() == b'{"op_code":0}\n'

@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from rlcore.algos.config import MIN_AUTO_MICROBATCH, PPOConfig
-from rlcore.algos.losses import clipped_surrogate
+from rlcore.algos.losses import clipped_surrogate, raise_if_non_finite
 from rlcore.algos.ppo import PPO, value_loss
 from rlcore.collector import SyncCollector
 from rlcore.envs import CartPole, Pendulum
+from rlcore.errors import NonFiniteError
 from rlcore.policies import ActorCritic, PolicyConfig
 from rlcore.presets import PRESETS
 from rlcore.rollout import (
@@ -38,6 +39,16 @@ def test_clipped_surrogate_at_its_bounds():
     expected = -(1.2 - math.exp(0.5) + math.exp(-0.5) - 0.8) / 4
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     torch.testing.assert_close(ratio, log_prob.exp())
+
+
+def test_a_non_finite_loss_is_refused_naming_its_parts():
+    stats = torch.tensor([float("nan"), 2.0])
+    expected = (
+        r"^PPO loss became non-finite \(policy=nan, value=2\.0\); parameters were not updated$"
+    )
+    with pytest.raises(NonFiniteError, match=expected):
+        raise_if_non_finite("PPO", torch.tensor(float("inf")), stats, {"policy": 0, "value": 1})
+    raise_if_non_finite("PPO", torch.tensor(1.0), stats, {"policy": 0})  # finite: no error
 
 
 def test_value_clipping_takes_the_pessimistic_error():
