@@ -13,9 +13,10 @@ every repetition (so all see the same background load):
   native env's current state (one copy of the state rows), so both step the same physics:
   the cost of a step depends on the contacts, and an engine stepped alone drifts into other
   states than the env's, which resets;
-- native: `MujocoEnv.step(actions[t], slot)` into `StepSlot`s that are views of a real
-  [N, T+1] rollout: clipped controls, the step, observation, reward, termination, time
-  limit, final observations and auto-resets, all written into the rollout;
+- native: `MujocoEnv.step(slot.action, slot)`, as the collector calls it, on `StepSlot`s
+  that are views of a real [N, T+1] rollout whose action column holds the same actions:
+  clipped controls, the step, observation, reward, termination, time limit, final
+  observations and auto-resets, all written into the rollout;
 - gym sync (N <= --gym-max-n): Gymnasium's `SyncVectorEnv` of `<task>-v5`, numpy actions.
 
 Figures: native / bare (target >= 0.9 at N >= 64) and native / gym sync (target >= 2.5 at
@@ -46,7 +47,7 @@ from benchmarks.common import (
 )
 from rlcore.envs.gym_bridge import gymnasium_build_context
 from rlcore.envs.mujoco_batch import MujocoEnv
-from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
+from rlcore.rollout import ACTION, OBS, RolloutSpec, make_rollout, step_slots
 
 BARE_TARGET, GYM_TARGET = 0.9, 2.5
 
@@ -57,7 +58,6 @@ def sweeps(
     env = MujocoEnv(task, n, nthread=nthread)
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, size=(t, n, env.action_dim)).astype(np.float32)
-    torch_actions = [torch.from_numpy(a) for a in actions]
 
     bare = MujocoEnv(task, n, nthread=nthread).engine
     batch, ctrl, frame_skip = bare.batch, bare.ctrl.numpy(), env.task.frame_skip
@@ -72,11 +72,12 @@ def sweeps(
     rollout = make_rollout(RolloutSpec.for_env(env, t, with_value=True))
     slots = step_slots(rollout)
     rollout[OBS][:, 0] = env.reset(seed=0)
+    rollout[ACTION][:, :t] = torch.from_numpy(actions).transpose(0, 1)
 
     @torch.inference_mode()
     def native_sweep() -> None:
-        for action, slot in zip(torch_actions, slots, strict=True):
-            env.step(action, slot)
+        for slot in slots:
+            env.step(slot.action, slot)
 
     fns: dict[str, Callable[[], None]] = {"bare": bare_sweep, "native": native_sweep}
     gym_envs = None

@@ -1,5 +1,6 @@
 """Native batched MuJoCo: Gymnasium's `-v5` locomotion tasks on `mujoco.batch` (CPU) or
-MuJoCo Warp (CUDA), writing into the rollout with torch ops (the `[mujoco]` extra).
+MuJoCo Warp (CUDA), writing into the rollout through views of it: numpy calls on CPU, torch
+ops on CUDA (`ops.py`; the `[mujoco]` extra).
 
 Importing this package before `mujoco` picks offscreen EGL rendering where no display is
 set (`rlcore.envs.mujoco_gl`); set MUJOCO_GL yourself to choose another.

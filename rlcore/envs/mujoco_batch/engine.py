@@ -10,6 +10,11 @@ read observations and write controls with torch ops:
 - `xpos` [N, nbody, 3], `cfrc_ext` [N, nbody, 6]: derived fields, refreshed by every call
   (after `step`, one substep behind the state, as with `mj_step`).
 
+`arrays` holds the same views in the array type the engine's memory lives in, and `ops` the
+in-place calls on that type (`rlcore.envs.mujoco_batch.ops`): numpy for `BatchEngine`, whose
+state is host memory, so that a task's step between two engine steps costs the least; the
+torch views themselves for `WarpEngine`.
+
 Two implementations, chosen by the device (`make_engine`):
 
 - `BatchEngine` (CPU): `mujoco.batch.Batch`, stepping all simulations in C on a thread
@@ -24,16 +29,30 @@ caller writes its initial state, then calls `forward` on the same ids.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 import torch
 
+from rlcore.envs.mujoco_batch.ops import Array, ArrayOps, NumpyOps
 from rlcore.errors import MissingExtraError
 
 # Sensors that need `mj_rnePostConstraint`: the batch computes `cfrc_ext` only for models
 # that have one, so an engine asked for contact forces adds one (it changes no dynamics).
 _CONTACT_FORCE_SITE = "_rlcore_cfrc_site"
+
+
+@dataclass(frozen=True)
+class StateArrays:
+    """An engine's state views in the array type of its `ops` (see the module docstring)."""
+
+    qpos: Array
+    qvel: Array
+    ctrl: Array
+    xpos: Array
+    cfrc_ext: Array
+    qpos_qvel: Array | None
 
 
 class Engine(abc.ABC):
@@ -48,6 +67,8 @@ class Engine(abc.ABC):
     xpos: torch.Tensor
     cfrc_ext: torch.Tensor
     qpos_qvel: torch.Tensor | None = None
+    ops: ArrayOps
+    arrays: StateArrays
 
     @abc.abstractmethod
     def step(self, nstep: int) -> None:
@@ -78,6 +99,19 @@ class Engine(abc.ABC):
     def dtype(self) -> torch.dtype:
         return self.qpos.dtype
 
+    def _bind_arrays(self, ops: ArrayOps) -> None:
+        """Set `ops` and `arrays`: the torch views as `ops`' kind of array (same memory)."""
+        host, joint = ops.host, self.qpos_qvel
+        self.ops = ops
+        self.arrays = StateArrays(
+            qpos=host(self.qpos),
+            qvel=host(self.qvel),
+            ctrl=host(self.ctrl),
+            xpos=host(self.xpos),
+            cfrc_ext=host(self.cfrc_ext),
+            qpos_qvel=None if joint is None else host(joint),
+        )
+
 
 def with_contact_forces(model: mujoco.MjModel, spec: mujoco.MjSpec) -> mujoco.MjModel:
     """`spec` compiled with a force sensor on the first body, so that every step computes
@@ -103,7 +137,11 @@ def _writable_view(array: np.ndarray) -> torch.Tensor:
 class BatchEngine(Engine):
     """`mujoco.batch.Batch` on CPU threads; results bit-identical at any thread count."""
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int = 0) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, num_envs: int, nthread: int = 0, ops: ArrayOps | None = None
+    ) -> None:
+        """`ops`: the kind of arrays tasks compute on; numpy by default (the fastest here),
+        `TorchOps()` for the torch views (tests compare the two)."""
         from mujoco.batch import Batch
 
         self.model = model
@@ -124,6 +162,7 @@ class BatchEngine(Engine):
             and joint[:, model.nq :].data_ptr() == self.qvel.data_ptr()
         ):
             self.qpos_qvel = joint
+        self._bind_arrays(NumpyOps() if ops is None else ops)
 
     def step(self, nstep: int) -> None:
         self.batch.step(nstep=nstep)
@@ -178,4 +217,4 @@ def make_engine(
     return WarpEngine(model, num_envs, device)
 
 
-__all__ = ["ENGINES", "BatchEngine", "Engine", "make_engine", "with_contact_forces"]
+__all__ = ["ENGINES", "BatchEngine", "Engine", "StateArrays", "make_engine", "with_contact_forces"]

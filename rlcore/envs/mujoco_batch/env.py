@@ -1,8 +1,9 @@
 """`MujocoEnv`: a locomotion task on a batched MuJoCo engine, behind the env contract.
 
 The engine steps all N simulations at once (C threads on CPU, MuJoCo Warp on CUDA); the
-task turns its state into observations, rewards and terminations with torch ops written
-straight into the rollout slot. `TorchEnv` supplies the episode clock, truncation, `done`,
+task turns its state into observations, rewards and terminations written straight into the
+rollout slot, with numpy calls on CPU (on views of the same memory: no copies) and torch ops
+on CUDA (`ops.py`). `TorchEnv` supplies the episode clock, truncation, `done`,
 `final_obs` (read before the auto-reset, so truncation bootstraps from the true final
 observation) and masked auto-reset of the finished instances only.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Any
 
 import gymnasium.spaces as spaces
 import mujoco
@@ -24,6 +26,7 @@ import torch
 
 from rlcore.envs.base import StepSlot, TorchEnv
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
+from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
 
 
@@ -87,39 +90,51 @@ class MujocoEnv(TorchEnv):
         self.action_space = spaces.Box(low, high, dtype=np.float32)
         super().__init__(num_envs, device)
         self.dt = self.task.dt
-        dtype = self.engine.dtype
-        self._qpos0 = torch.as_tensor(model.qpos0, dtype=dtype, device=self.device)
-        self._low = torch.as_tensor(low, device=self.device)
-        self._high = torch.as_tensor(high, device=self.device)
+        like = {"dtype": self.engine.dtype, "device": self.device}
+        self._qpos0 = torch.as_tensor(model.qpos0, **like)
+        # The step's arrays, in the engine's kind (`ops.host`: numpy views on CPU).
+        self._ops = ops = self.engine.ops
+        self._host_slots = isinstance(ops, NumpyOps)
+        self._low = ops.host(torch.as_tensor(low, device=self.device))
+        self._high = ops.host(torch.as_tensor(high, device=self.device))
         self._x_now = self.task.progress()  # a view of the engine's state
-        self._x_prev = torch.zeros(num_envs, dtype=dtype, device=self.device)
-        self._progress = torch.zeros(num_envs, dtype=dtype, device=self.device)
-        self._reward = torch.zeros(num_envs, dtype=dtype, device=self.device)
+        self._x_now_t = torch.as_tensor(self._x_now)
+        self._x_prev = torch.zeros(num_envs, **like)
+        self._x_prev_arr = ops.host(self._x_prev)
+        self._progress = ops.host(torch.zeros(num_envs, **like))
+        self._reward = ops.host(torch.zeros(num_envs, **like))
+        self._action_shape = (num_envs, self.action_dim)
+        self._slot_obs: tuple[torch.Tensor | None, Any] = (None, None)
         self._renderer: mujoco.Renderer | None = None
         self._reset_ids(self._all_ids, 1)
 
     # --- TorchEnv hooks ----------------------------------------------------------------
 
     def _advance(self, action: torch.Tensor, slot: StepSlot) -> None:
-        if action.shape != (self.num_envs, self.action_dim):
+        if action.shape != self._action_shape:
             raise ValueError(
-                f"{self.name}: actions must have shape [{self.num_envs}, {self.action_dim}], "
+                f"{self.name}: actions must have shape {list(self._action_shape)}, "
                 f"got {list(action.shape)}"
             )
-        engine, task = self.engine, self.task
-        torch.clamp(action, self._low, self._high, out=engine.ctrl)
+        engine, task, ops = self.engine, self.task, self._ops
+        if self._host_slots:  # numpy views of the slot, made once per slot
+            host = slot.host_action if action is slot.action else ops.host(action.cpu())
+            next_obs, reward, terminated = slot.host_views[:3]
+            self._slot_obs = (slot.next_obs, next_obs)  # for `_observe`, right after
+        else:
+            host, reward, terminated = action, slot.reward, slot.terminated
+        ops.clamp(host, self._low, self._high, out=engine.arrays.ctrl)
         engine.step(task.frame_skip)
-        # Few torch calls from here on: each costs several times more on CPU after the step
-        # (tasks.py).
-        torch.sub(self._x_now, self._x_prev, out=self._progress)
-        self._x_prev.copy_(self._x_now)
+        # Few calls from here on: each costs microseconds after the step (ops.py).
+        ops.sub(self._x_now, self._x_prev_arr, out=self._progress)
+        ops.copy(self._x_prev_arr, self._x_now)
         healthy = task.healthy()
         task.reward(self._progress, healthy, self._reward)
-        slot.reward.copy_(self._reward)
+        ops.copy(reward, self._reward)
         if healthy is None:
-            slot.terminated.zero_()
+            ops.fill(terminated, False)
         else:
-            torch.logical_not(healthy, out=slot.terminated)
+            ops.logical_not(healthy, out=terminated)
 
     def _reset_ids(self, env_ids: torch.Tensor, group_size: int) -> None:
         engine, ids = self.engine, env_ids.to(self.device, torch.long)
@@ -133,7 +148,7 @@ class MujocoEnv(TorchEnv):
         if group_size > 1:
             followers = ids.view(-1, group_size)[:, 1:]
             engine.copy_state(leaders.repeat_interleave(group_size - 1), followers.reshape(-1))
-        self._x_prev[ids] = self._x_now[ids]
+        self._x_prev[ids] = self._x_now_t[ids]
 
     def _reset_where(self, mask: torch.Tensor) -> None:
         ids = mask.nonzero().squeeze(1)  # a host sync; the engines reset by index
@@ -141,7 +156,8 @@ class MujocoEnv(TorchEnv):
             self._reset_ids(ids, 1)
 
     def _observe(self, out: torch.Tensor) -> None:
-        self.task.observe(out)
+        slot_obs, host = self._slot_obs
+        self.task.observe(host if out is slot_obs else self._ops.host(out))
 
     def _physics_state(self) -> dict[str, torch.Tensor]:
         return {"state": self.engine.state(), "x_prev": self._x_prev}

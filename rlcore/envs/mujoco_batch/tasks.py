@@ -1,18 +1,17 @@
 """Locomotion tasks over an `Engine`: Gymnasium's `-v5` HalfCheetah, Hopper and Ant.
 
 Each task reads the engine's state views and writes observations, rewards and terminations
-with torch ops, reproducing Gymnasium's `-v5` definitions with their default arguments
-(observations, reward terms and weights, health checks, reset noise, frame skip, time
-limit), on the MJCF files that ship with Gymnasium. The forward reward is the progress of
-`progress()` over the step divided by `dt = timestep * frame_skip`, as in Gymnasium.
+straight into the rollout, reproducing Gymnasium's `-v5` definitions with their default
+arguments (observations, reward terms and weights, health checks, reset noise, frame skip,
+time limit), on the MJCF files that ship with Gymnasium. The forward reward is the progress
+of `progress()` over the step divided by `dt = timestep * frame_skip`, as in Gymnasium.
 
-A task is bound to one engine (`bind`) and keeps views of its state, made once: on CPU each
-torch call after the engine's step costs 5-20 us while the step's memory traffic has evicted
-the caches (several times its warm cost), so a step makes as few calls as it can: the
-observation of a planar task is one copy from the engine's contiguous `qpos_qvel` rows where
-it has them; the reward takes four calls in the engine's dtype and one copy into the
-rollout (a matrix-vector product would be one call that makes a dozen inside, and calls
-that mix dtypes cost more).
+A task is bound to one engine (`bind`) and computes on `engine.arrays` with `engine.ops`:
+numpy on the CPU engine, torch on MuJoCo Warp, one code for both (`ops.py` says why and
+what the two share). A step makes as few calls as it can, each costing microseconds between
+engine steps: the observation of a planar task is one copy from the engine's contiguous
+`qpos_qvel` rows where it has them; the reward takes three calls in the engine's dtype and
+one copy into the rollout.
 
 One known difference: Ant's contact forces (`cfrc_ext`, in its observation and contact
 cost), because Ant's MJCF integrates with RK4. Gymnasium calls `mj_rnePostConstraint` after
@@ -33,9 +32,9 @@ import os
 from typing import ClassVar
 
 import torch
-from torch import Tensor
 
-from rlcore.envs.mujoco_batch.engine import Engine
+from rlcore.envs.mujoco_batch.engine import Engine, StateArrays
+from rlcore.envs.mujoco_batch.ops import Array, ArrayOps
 
 
 def gymnasium_asset(xml_file: str) -> str:
@@ -61,43 +60,44 @@ class Task(abc.ABC):
     camera_distance: ClassVar[float] = 4.0
 
     engine: Engine
+    arrays: StateArrays
+    ops: ArrayOps
     dt: float
 
     def bind(self, engine: Engine) -> None:
         """Attach to `engine`: its state views (stable for its lifetime) and constants."""
-        self.engine = engine
+        self.engine, self.arrays, self.ops = engine, engine.arrays, engine.ops
         self.dt = engine.model.opt.timestep * self.frame_skip
         n, like = engine.num_envs, {"dtype": engine.dtype, "device": engine.device}
-        self._ctrl_sq = torch.zeros(n, engine.model.nu, **like)
-        self._ctrl_sq_sum = torch.zeros(n, **like)
+        self._ctrl_cost = self.ops.host(torch.zeros(n, **like))
 
     @abc.abstractmethod
     def obs_dim(self) -> int:
         """Width of one observation."""
 
     @abc.abstractmethod
-    def observe(self, out: torch.Tensor) -> None:
+    def observe(self, out: Array) -> None:
         """Write every instance's observation into `out` ([N, obs_dim] float32)."""
 
-    def progress(self) -> torch.Tensor:
+    def progress(self) -> Array:
         """The coordinate whose rate of change is rewarded ([N], a view): the root's x."""
-        return self.engine.qpos[:, 0]
+        return self.arrays.qpos[:, 0]
 
-    def healthy(self) -> torch.Tensor | None:
+    def healthy(self) -> Array | None:
         """Where each instance is healthy ([N] bool), or None for a task that never ends."""
         return None
 
-    def reward(self, progress: Tensor, healthy: Tensor | None, out: Tensor) -> None:
+    def reward(self, progress: Array, healthy: Array | None, out: Array) -> None:
         """Write the step's reward into `out` ([N], the engine's dtype; mixed-dtype calls
         cost more): `progress` (the change of `progress()` over the step) / dt, minus the
         control cost on the applied controls, plus `healthy_reward` where healthy
         (`healthy` is `healthy()`'s)."""
-        torch.div(progress, self.dt, out=out)
-        torch.mul(self.engine.ctrl, self.engine.ctrl, out=self._ctrl_sq)
-        torch.sum(self._ctrl_sq, 1, out=self._ctrl_sq_sum)
-        out.sub_(self._ctrl_sq_sum, alpha=self.ctrl_cost_weight)
+        ops = self.ops
+        ops.div(progress, self.dt, out=out)
+        ops.sum_squares(self.arrays.ctrl, out=self._ctrl_cost)
+        ops.add_scaled(out, self._ctrl_cost, -self.ctrl_cost_weight)
         if healthy is not None and self.healthy_reward:
-            out.add_(healthy, alpha=self.healthy_reward)
+            ops.add_scaled(out, healthy, self.healthy_reward)
 
     def noise(
         self, count: int, nq: int, nv: int, generator: torch.Generator, device: torch.device
@@ -125,21 +125,21 @@ class PlanarTask(Task):
     def bind(self, engine: Engine) -> None:
         super().bind(engine)
         # Without a clip, qpos[1:] and qvel in one copy where the engine holds them adjacent.
-        joint = engine.qpos_qvel
+        joint = self.arrays.qpos_qvel
         self._obs_rows = joint[:, 1:] if joint is not None and self.qvel_clip is None else None
-        self._qpos_obs = engine.qpos[:, 1:]
+        self._qpos_obs = self.arrays.qpos[:, 1:]
 
     def obs_dim(self) -> int:
         return self.engine.model.nq - 1 + self.engine.model.nv
 
-    def observe(self, out: torch.Tensor) -> None:
+    def observe(self, out: Array) -> None:
         if self._obs_rows is not None:
-            out.copy_(self._obs_rows)
+            self.ops.copy(out, self._obs_rows)
             return
         nq = self.engine.model.nq - 1
         out[:, :nq] = self._qpos_obs
-        qvel, clip = self.engine.qvel, self.qvel_clip
-        out[:, nq:] = qvel if clip is None else qvel.clamp(-clip, clip)
+        qvel, clip = self.arrays.qvel, self.qvel_clip
+        out[:, nq:] = qvel if clip is None else qvel.clip(-clip, clip)
 
 
 class HalfCheetah(PlanarTask):
@@ -162,9 +162,9 @@ class Hopper(PlanarTask):
     qvel_clip = 10.0
     camera_distance = 4.0
 
-    def healthy(self) -> torch.Tensor:
-        qpos, qvel = self.engine.qpos, self.engine.qvel
-        state_ok = (qpos[:, 2:].abs() < 100.0).all(1) & (qvel.abs() < 100.0).all(1)
+    def healthy(self) -> Array:
+        qpos, qvel = self.arrays.qpos, self.arrays.qvel
+        state_ok = (abs(qpos[:, 2:]) < 100.0).all(1) & (abs(qvel) < 100.0).all(1)
         z, angle = qpos[:, 1], qpos[:, 2]
         return state_ok & (z > 0.7) & (angle > -0.2) & (angle < 0.2)
 
@@ -185,29 +185,30 @@ class Ant(Task):
         model = self.engine.model
         return model.nq - 2 + model.nv + (model.nbody - 1) * 6
 
-    def _contact_forces(self) -> torch.Tensor:
-        return self.engine.cfrc_ext.clamp(-1.0, 1.0)
+    def _contact_forces(self) -> Array:
+        return self.arrays.cfrc_ext.clip(-1.0, 1.0)
 
-    def observe(self, out: torch.Tensor) -> None:
-        engine = self.engine
-        nq, nv = engine.model.nq - 2, engine.model.nv
-        out[:, :nq] = engine.qpos[:, 2:]
-        out[:, nq : nq + nv] = engine.qvel
-        out[:, nq + nv :] = self._contact_forces()[:, 1:].flatten(1)
+    def observe(self, out: Array) -> None:
+        arrays, model = self.arrays, self.engine.model
+        nq, nv = model.nq - 2, model.nv
+        out[:, :nq] = arrays.qpos[:, 2:]
+        out[:, nq : nq + nv] = arrays.qvel
+        out[:, nq + nv :] = self._contact_forces()[:, 1:].reshape(self.engine.num_envs, -1)
 
-    def progress(self) -> torch.Tensor:
-        return self.engine.xpos[:, self.main_body, 0]
+    def progress(self) -> Array:
+        return self.arrays.xpos[:, self.main_body, 0]
 
-    def healthy(self) -> torch.Tensor:
-        qpos, qvel = self.engine.qpos, self.engine.qvel
-        finite = torch.isfinite(qpos).all(1) & torch.isfinite(qvel).all(1)
+    def healthy(self) -> Array:
+        qpos, qvel, ops = self.arrays.qpos, self.arrays.qvel, self.ops
+        finite = ops.isfinite(qpos).all(1) & ops.isfinite(qvel).all(1)
         z = qpos[:, 2]
         return finite & (z >= 0.2) & (z <= 1.0)
 
-    def reward(self, progress: Tensor, healthy: Tensor | None, out: Tensor) -> None:
+    def reward(self, progress: Array, healthy: Array | None, out: Array) -> None:
         super().reward(progress, healthy, out)
-        contact_cost = self._contact_forces().square().sum((1, 2))
-        out.sub_(contact_cost, alpha=self.contact_cost_weight)
+        forces = self._contact_forces()
+        contact_cost = (forces * forces).sum((1, 2))
+        self.ops.add_scaled(out, contact_cost, -self.contact_cost_weight)
 
 
 TASKS: dict[str, type[Task]] = {"HalfCheetah": HalfCheetah, "Hopper": Hopper, "Ant": Ant}

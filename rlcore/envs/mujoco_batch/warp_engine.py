@@ -38,6 +38,7 @@ import torch
 import warp as wp
 
 from rlcore.envs.mujoco_batch.engine import Engine
+from rlcore.envs.mujoco_batch.ops import TorchOps
 
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 
@@ -89,6 +90,7 @@ class WarpEngine(Engine):
         self.ctrl = wp.to_torch(d.ctrl)
         self.xpos = wp.to_torch(d.xpos)
         self.cfrc_ext = wp.to_torch(d.cfrc_ext)
+        self._bind_arrays(TorchOps())
         self._mask_t = wp.to_torch(self._mask)
         self._state = wp.to_torch(self._state_wp)
         # Sleep state is not part of mjSTATE_INTEGRATION: `tree_asleep` is its source (the

@@ -1,6 +1,7 @@
 """The native batched MuJoCo tasks against Gymnasium's -v5 envs, and their own guarantees:
 masked auto-reset, group state copies, errors that name the task or file."""
 
+import dataclasses
 from pathlib import Path
 
 import gymnasium
@@ -11,6 +12,9 @@ import torch
 from rlcore.config import MUJOCO_TASKS
 from rlcore.envs.base import StepSlot
 from rlcore.envs.mujoco_batch import TASKS, MujocoEnv, MujocoEnvError
+from rlcore.envs.mujoco_batch import env as env_module
+from rlcore.envs.mujoco_batch.engine import BatchEngine
+from rlcore.envs.mujoco_batch.ops import NumpyOps, TorchOps
 from rlcore.envs.mujoco_batch.tasks import gymnasium_asset
 
 N = 3
@@ -104,6 +108,41 @@ def test_ant_contact_forces_match_gymnasium_where_both_sample_them_at_the_same_s
                 break
         gym_env.close()
     assert with_contacts >= 10  # the comparison covers real contact forces
+
+
+@pytest.mark.parametrize("task", MUJOCO_TASKS)
+def test_the_numpy_step_computes_what_the_torch_step_does(task, monkeypatch):
+    """The CPU engine runs a task's step on numpy views; MuJoCo Warp on torch tensors. The
+    same task code on the same engine, once per kind of array, over resets and terminations
+    and out-of-range actions: the same numbers (rewards to summation-order rounding)."""
+    n, steps = 8, 60
+    host = MujocoEnv(task, n, nthread=1)
+    monkeypatch.setattr(
+        env_module, "make_engine", lambda model, n, *args: BatchEngine(model, n, ops=TorchOps())
+    )
+    device = MujocoEnv(task, n, nthread=1)
+    assert isinstance(host.engine.ops, NumpyOps) and isinstance(device.engine.ops, TorchOps)
+    assert torch.equal(host.reset(seed=3), device.reset(seed=3))
+    host.set_max_episode_steps(25)  # truncations and their final observations too
+    device.set_max_episode_steps(25)
+    # The host env reads the collector's action column (its numpy view); the other a tensor.
+    host_slot = dataclasses.replace(slot_for(host), action=torch.zeros(n, host.action_dim))
+    device_slot = slot_for(device)
+    gen, ended = torch.Generator().manual_seed(0), 0
+    for _ in range(steps):
+        action = torch.rand(n, host.action_dim, generator=gen) * 3 - 1.5  # beyond +-1 too
+        host_slot.action.copy_(action)
+        host.step(host_slot.action, host_slot)
+        device.step(action, device_slot)
+        for field in ("next_obs", "terminated", "truncated", "done"):
+            assert torch.equal(getattr(host_slot, field), getattr(device_slot, field)), field
+        torch.testing.assert_close(host_slot.reward, device_slot.reward, rtol=1e-6, atol=1e-6)
+        assert torch.equal(host.final_obs, device.final_obs)
+        assert torch.equal(host.engine.state(), device.engine.state())
+        ended += int(host_slot.done.sum())
+    assert torch.equal(host.engine.ctrl, device.engine.ctrl)
+    assert host.engine.ctrl.abs().max() == 1.0  # the actions were clamped to the range
+    assert ended >= n * 2
 
 
 def test_auto_reset_touches_only_the_finished_instances():
