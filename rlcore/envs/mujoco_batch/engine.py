@@ -101,15 +101,15 @@ class Engine(abc.ABC):
 
     def _bind_arrays(self, ops: ArrayOps) -> None:
         """Set `ops` and `arrays`: the torch views as `ops`' kind of array (same memory)."""
-        host, joint = ops.host, self.qpos_qvel
+        as_array, joint = ops.as_array, self.qpos_qvel
         self.ops = ops
         self.arrays = StateArrays(
-            qpos=host(self.qpos),
-            qvel=host(self.qvel),
-            ctrl=host(self.ctrl),
-            xpos=host(self.xpos),
-            cfrc_ext=host(self.cfrc_ext),
-            qpos_qvel=None if joint is None else host(joint),
+            qpos=as_array(self.qpos),
+            qvel=as_array(self.qvel),
+            ctrl=as_array(self.ctrl),
+            xpos=as_array(self.xpos),
+            cfrc_ext=as_array(self.cfrc_ext),
+            qpos_qvel=None if joint is None else as_array(joint),
         )
 
 

@@ -92,17 +92,17 @@ class MujocoEnv(TorchEnv):
         self.dt = self.task.dt
         like = {"dtype": self.engine.dtype, "device": self.device}
         self._qpos0 = torch.as_tensor(model.qpos0, **like)
-        # The step's arrays, in the engine's kind (`ops.host`: numpy views on CPU).
+        # The step's arrays, in the engine's kind (`ops.as_array`: numpy views on CPU).
         self._ops = ops = self.engine.ops
-        self._host_slots = isinstance(ops, NumpyOps)
-        self._low = ops.host(torch.as_tensor(low, device=self.device))
-        self._high = ops.host(torch.as_tensor(high, device=self.device))
+        self._numpy_slots = isinstance(ops, NumpyOps)
+        self._low = ops.as_array(torch.as_tensor(low, device=self.device))
+        self._high = ops.as_array(torch.as_tensor(high, device=self.device))
         self._x_now = self.task.progress()  # a view of the engine's state
         self._x_now_t = torch.as_tensor(self._x_now)
         self._x_prev = torch.zeros(num_envs, **like)
-        self._x_prev_arr = ops.host(self._x_prev)
-        self._progress = ops.host(torch.zeros(num_envs, **like))
-        self._reward = ops.host(torch.zeros(num_envs, **like))
+        self._x_prev_arr = ops.as_array(self._x_prev)
+        self._progress = ops.as_array(torch.zeros(num_envs, **like))
+        self._reward = ops.as_array(torch.zeros(num_envs, **like))
         self._action_shape = (num_envs, self.action_dim)
         self._slot_obs: tuple[torch.Tensor | None, Any] = (None, None)
         self._renderer: mujoco.Renderer | None = None
@@ -117,13 +117,13 @@ class MujocoEnv(TorchEnv):
                 f"got {list(action.shape)}"
             )
         engine, task, ops = self.engine, self.task, self._ops
-        if self._host_slots:  # numpy views of the slot, made once per slot
-            host = slot.host_action if action is slot.action else ops.host(action.cpu())
+        if self._numpy_slots:  # numpy views of the slot, made once per slot
+            act = slot.host_action if action is slot.action else ops.as_array(action.cpu())
             next_obs, reward, terminated = slot.host_views[:3]
             self._slot_obs = (slot.next_obs, next_obs)  # for `_observe`, right after
         else:
-            host, reward, terminated = action, slot.reward, slot.terminated
-        ops.clamp(host, self._low, self._high, out=engine.arrays.ctrl)
+            act, reward, terminated = action, slot.reward, slot.terminated
+        ops.clamp(act, self._low, self._high, out=engine.arrays.ctrl)
         engine.step(task.frame_skip)
         # Few calls from here on: each costs microseconds after the step (ops.py).
         ops.sub(self._x_now, self._x_prev_arr, out=self._progress)
@@ -156,8 +156,8 @@ class MujocoEnv(TorchEnv):
             self._reset_ids(ids, 1)
 
     def _observe(self, out: torch.Tensor) -> None:
-        slot_obs, host = self._slot_obs
-        self.task.observe(host if out is slot_obs else self._ops.host(out))
+        slot_obs, array = self._slot_obs
+        self.task.observe(array if out is slot_obs else self._ops.as_array(out))
 
     def _physics_state(self) -> dict[str, torch.Tensor]:
         return {"state": self.engine.state(), "x_prev": self._x_prev}

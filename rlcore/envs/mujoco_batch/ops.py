@@ -31,7 +31,7 @@ class ArrayOps(Protocol):
     """In-place calls on one kind of array (`NumpyOps` or `TorchOps`); `out` is written."""
 
     @staticmethod
-    def host(tensor: torch.Tensor) -> Array:
+    def as_array(tensor: torch.Tensor) -> Array:
         """`tensor` as this kind of array, sharing its memory."""
         ...
 
@@ -73,7 +73,7 @@ class NumpyOps:
     """Host memory: the `mujoco.batch` engine and the rollout's CPU storage."""
 
     @staticmethod
-    def host(tensor: torch.Tensor) -> np.ndarray:
+    def as_array(tensor: torch.Tensor) -> np.ndarray:
         return tensor.numpy(force=tensor.requires_grad)
 
     @staticmethod
@@ -119,7 +119,7 @@ class TorchOps:
     """Tensors on any torch device (MuJoCo Warp's views): asynchronous, no host syncs."""
 
     @staticmethod
-    def host(tensor: torch.Tensor) -> torch.Tensor:
+    def as_array(tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
     @staticmethod

@@ -69,7 +69,7 @@ class Task(abc.ABC):
         self.engine, self.arrays, self.ops = engine, engine.arrays, engine.ops
         self.dt = engine.model.opt.timestep * self.frame_skip
         n, like = engine.num_envs, {"dtype": engine.dtype, "device": engine.device}
-        self._ctrl_cost = self.ops.host(torch.zeros(n, **like))
+        self._ctrl_cost = self.ops.as_array(torch.zeros(n, **like))
 
     @abc.abstractmethod
     def obs_dim(self) -> int:
