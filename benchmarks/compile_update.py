@@ -63,7 +63,7 @@ def measure(task: str, algorithm: str, reps: int) -> dict[str, Any] | None:
             if trainer.eval_env is not None:
                 trainer.eval_env.close()
     eager_s, compiled_s = timings["eager"].median_s, timings["compiled"].median_s
-    algo_cfg = cfg.ppo if algorithm == "ppo" else cfg.grpo
+    algo_cfg = cfg.algo
     saved = eager_s - compiled_s
     return {
         "task": task,

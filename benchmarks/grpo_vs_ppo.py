@@ -53,7 +53,7 @@ def variant_config(
     algorithm, mode = VARIANTS[variant]
     base = preset(task, algorithm)
     if mode is not None:
-        base = dataclasses.replace(base, grpo=dataclasses.replace(base.grpo, episode_mode=mode))
+        base = dataclasses.replace(base, algo=dataclasses.replace(base.algo, episode_mode=mode))
     every = max(1, round(eval_interval / base.steps_per_iter))
     trainer = dataclasses.replace(
         base.trainer,

@@ -154,7 +154,7 @@ def experiment(
     return dataclasses.replace(
         base,
         env=dataclasses.replace(base.env, num_envs=n, device=device),
-        ppo=dataclasses.replace(base.ppo, microbatch_size=microbatch_size),
+        algo=dataclasses.replace(base.algo, microbatch_size=microbatch_size),
         trainer=dataclasses.replace(
             base.trainer,
             num_steps=t,
@@ -191,7 +191,7 @@ def measure(
         "N": n,
         "T": args.num_steps,
         "transitions": n * args.num_steps,
-        "minibatches": cfg.ppo.num_minibatches,
+        "minibatches": cfg.algo.num_minibatches,
         "microbatch": describe_microbatch(microbatch_size, algo.microbatch_size(rollout)),
         "nominal_mb": nominal / MB,
         "peak_extra_mb": extra / MB,

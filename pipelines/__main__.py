@@ -1,8 +1,9 @@
 """`python -m pipelines <command>`: the DVC stages, the Prefect flow and its schedule.
 
 Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run per seed of
-`seeds`), video, report; and search (search/dvc.yaml: an Optuna study, `search --workers N`
-for N local processes). `compare [RUN ...]`: a report across experiments and revisions.
+`seeds`), video, report; collect (data/dvc.yaml: an offline dataset for `replay.offline`);
+and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
+`compare [RUN ...]`: a report across experiments and revisions.
 Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
 """
@@ -21,7 +22,7 @@ from pipelines.layout import Layout
 if TYPE_CHECKING:
     from pipelines.params import Params
 
-STAGES = ("train", "evaluate", "video", "report")
+STAGES = ("train", "evaluate", "video", "report", "collect")
 SEEDED_STAGES = ("train", "evaluate")
 
 
@@ -39,6 +40,10 @@ def _stage(name: str) -> Callable[..., object]:
         from pipelines.video import record
 
         return record
+    if name == "collect":
+        from pipelines.collect import collect
+
+        return collect
     from pipelines.report import report
 
     return report
@@ -81,11 +86,17 @@ def _stage_errors() -> tuple[type[Exception], ...]:
     from pipelines.launch import LaunchError
     from pipelines.report import SeedResultsError
     from rlcore.distributed import DistributedError
-    from rlcore.errors import CheckpointError, CompileUnavailableError, NonFiniteError
+    from rlcore.errors import (
+        CheckpointError,
+        CompileUnavailableError,
+        ConfigError,
+        NonFiniteError,
+    )
 
     return (
         FileNotFoundError,
         CheckpointError,
+        ConfigError,
         CompileUnavailableError,
         NonFiniteError,
         SeedResultsError,

@@ -56,6 +56,10 @@ class Layout:
         return self.root / "metrics" / "summary.json"
 
     @property
+    def collect_metrics(self) -> Path:
+        return self.root / "metrics" / "collect.json"
+
+    @property
     def video_metrics(self) -> Path:
         return self.root / "metrics" / "video.json"
 

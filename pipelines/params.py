@@ -17,13 +17,26 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
-from rlcore.algos.config import GRPOConfig, PPOConfig
-from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
+from rlcore.algos.registry import (
+    UnknownAlgorithmError,
+    algorithm_names,
+    algorithm_spec,
+    section_name,
+)
+from rlcore.config import (
+    EnvConfig,
+    ExperimentConfig,
+    PolicyConfig,
+    ReplayConfig,
+    TrainerConfig,
+)
 
 DEFAULT_PATH = Path("params.yaml")
 
@@ -41,11 +54,59 @@ class _Section(BaseModel):
 
 
 class AlgorithmParams(_Section):
-    """Which algorithm trains the policy, and its settings (only `name`'s section is used)."""
+    """`algorithm: {name, <section>, ...}`: which registered algorithm trains the policy
+    (`rlcore.algos.registry`), and the settings of any registered algorithm by its name;
+    only `name`'s section is used. The sections' types come from the registry: see
+    `algorithm_params`, which builds this model's concrete subclass."""
 
-    name: Literal["ppo", "grpo"] = "ppo"
-    ppo: PPOConfig = Field(default_factory=PPOConfig)
-    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    name: str = "ppo"
+
+    @property
+    def section(self) -> str:
+        return section_name(self.name)
+
+    @property
+    def config(self) -> Any:
+        """The config of the algorithm `name` (its defaults if its section is absent)."""
+        settings = getattr(self, self.section, None)
+        return algorithm_spec(self.name).config() if settings is None else settings
+
+
+def algorithm_params(name: str) -> type[AlgorithmParams]:
+    """The `algorithm` section's model: a section per registered algorithm, and for a
+    `module:name` algorithm its own (imported first, which registers it)."""
+    algorithm_spec(name)  # imports a user's module, or raises UnknownAlgorithmError
+    specs = [algorithm_spec(known) for known in algorithm_names()]
+    sections: dict[str, Any] = {spec.name: (spec.config | None, None) for spec in specs}
+    return create_model("AlgorithmParams", __base__=AlgorithmParams, **sections)
+
+
+def _parse_algorithm(data: Any) -> tuple[AlgorithmParams | None, list[str]]:
+    """Validate the `algorithm` section; return it, or the error lines."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        name = data if isinstance(data, str) else "ppo"
+        return None, [
+            f"algorithm: must be a mapping; write `algorithm: {{name: {name}, {name}: "
+            f"{{...settings}}}}` (the algorithm's settings under its own name)"
+        ]
+    if "cfg" in data:
+        return None, [
+            "algorithm.cfg: an EmbodiChain-style section; write the settings under "
+            "`algorithm.<name>` or convert the file with `python -m pipelines import-config`"
+        ]
+    name = data.get("name", "ppo")
+    if not isinstance(name, str):
+        return None, [f"algorithm.name: must be a string, got {name!r}"]
+    try:
+        model = algorithm_params(name)
+    except UnknownAlgorithmError as exc:
+        return None, [str(exc).replace("algorithm.name ", "algorithm.name: ", 1)]
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, describe_errors(exc, prefix=["algorithm"])
 
 
 class RuntimeParams(_Section):
@@ -81,6 +142,19 @@ class VideoParams(_Section):
     fps: int = Field(50, ge=1, le=240)
     max_steps: int | None = Field(None, ge=1, description="default: the env's time limit")
     seed: int = Field(2_000_000, ge=0)
+
+
+class CollectParams(_Section):
+    """The `collect` stage (`data/dvc.yaml`): an offline dataset for `replay.offline`."""
+
+    policy: Literal["trained", "random"] = Field(
+        "trained",
+        description="trained: the first seed's final checkpoint, sampling its actions; "
+        "random: uniform actions (Box action spaces)",
+    )
+    env_steps: int = Field(100_000, ge=1)
+    seed: int = Field(3_000_000, ge=0, description="env and action seed, apart from training's")
+    output: str = Field("data/offline", min_length=1, description="the dataset directory")
 
 
 class ScheduleParams(_Section):
@@ -175,11 +249,15 @@ class Params(_Section):
     )
     env: EnvConfig = Field(default_factory=EnvConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    algorithm: AlgorithmParams = Field(default_factory=AlgorithmParams)
+    algorithm: SerializeAsAny[AlgorithmParams] = Field(
+        default_factory=lambda: algorithm_params("ppo")()
+    )
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)
     evaluation: EvaluationParams = Field(default_factory=EvaluationParams)
     video: VideoParams = Field(default_factory=VideoParams)
+    collect: CollectParams = Field(default_factory=CollectParams)
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     search: SearchParams = Field(default_factory=SearchParams)
 
@@ -209,10 +287,10 @@ class Params(_Section):
         return ExperimentConfig(
             env=self.env,
             policy=self.policy,
-            ppo=self.algorithm.ppo,
             trainer=replace(self.trainer, seed=seed),
             algorithm=self.algorithm.name,
-            grpo=self.algorithm.grpo,
+            algo=self.algorithm.config,
+            replay=self.replay,
         )
 
 
@@ -220,11 +298,11 @@ class Params(_Section):
 _LIBRARY_MESSAGE = re.compile(r"^(?:Value error, )?(\w+)\.(\w+) (.*)$", re.DOTALL)
 
 
-def describe_errors(error: ValidationError) -> list[str]:
-    """One `location: message` line per problem."""
+def describe_errors(error: ValidationError, prefix: list[str] | None = None) -> list[str]:
+    """One `location: message` line per problem (`prefix`: where the model sits)."""
     lines = []
     for item in error.errors():
-        loc = [str(part) for part in item["loc"]]
+        loc = [*(prefix or []), *(str(part) for part in item["loc"])]
         message = item["msg"]
         match = _LIBRARY_MESSAGE.match(message)
         if match and (not loc or match.group(1) == loc[-1]):
@@ -245,10 +323,19 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
         data = {}
     if not isinstance(data, dict):
         raise ParamsError(path, [f"<top level>: must be a mapping, got {type(data).__name__}"])
+    errors = _old_layout_errors(data)
+    algorithm, algorithm_errors = _parse_algorithm(data.get("algorithm"))
+    errors += algorithm_errors
+    skip = {"algorithm", *_MOVED_SECTIONS}
+    rest = {key: value for key, value in data.items() if key not in skip}
     try:
-        params = Params.model_validate(data)
+        params = Params.model_validate(rest)
     except ValidationError as exc:
-        raise ParamsError(path, describe_errors(exc)) from None
+        errors += describe_errors(exc)
+    if errors:
+        raise ParamsError(path, errors)
+    if algorithm is not None:
+        params = params.model_copy(update={"algorithm": algorithm})
     try:  # rules that span sections, e.g. grpo.group_size must divide env.num_envs
         params.experiment()
     except ValueError as exc:
@@ -258,11 +345,25 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     return params
 
 
+# Sections that moved; each error says where they live now.
+_MOVED_SECTIONS = {
+    name: f"{name}: algorithm settings live under `algorithm.{name}`; write "
+    f"`algorithm: {{name: {name}, {name}: {{...}}}}`"
+    for name in ("ppo", "grpo", "sac")
+}
+
+
+def _old_layout_errors(data: dict[str, Any]) -> list[str]:
+    return [line for key, line in _MOVED_SECTIONS.items() if key in data]
+
+
 def _cross_section_line(exc: ValueError) -> str:
     match = _LIBRARY_MESSAGE.match(str(exc))
     if match is None:
         return str(exc)
     section, field, message = match.groups()
+    if section in ("env", "policy", "trainer", "replay"):
+        return f"{section}.{field}: {message}"
     return f"algorithm.{section}.{field}: {message}"
 
 

@@ -27,25 +27,34 @@ class SeedResultsError(ValueError):
 
 
 def algorithm_line(params: Params) -> str:
-    if params.algorithm.name == "grpo":
-        grpo = params.algorithm.grpo
+    name, cfg = params.algorithm.name, params.algorithm.config
+    if name == "grpo":
         return (
-            f"GRPO (groups of {grpo.group_size}, {grpo.episode_mode}, "
-            f"KL coefficient {grpo.kl_coef:g})"
+            f"GRPO (groups of {cfg.group_size}, {cfg.episode_mode}, KL coefficient {cfg.kl_coef:g})"
         )
-    return "PPO"
+    if name == "sac":
+        replay = params.replay
+        return (
+            f"SAC (replay {replay.capacity:,d}, batch {replay.batch_size}, "
+            f"{replay.updates_per_step:g} updates per env step)"
+        )
+    return name.upper() if ":" not in name else name
 
 
 def _optimizer_line(params: Params) -> str:
-    algo = params.algorithm
-    cfg = algo.grpo if algo.name == "grpo" else algo.ppo
-    line = (
-        f"lr {cfg.lr:g} ({cfg.lr_schedule}), {cfg.num_epochs} epochs x "
-        f"{cfg.num_minibatches} minibatches, gamma {cfg.gamma:g}"
-    )
-    if algo.name == "ppo":
-        line += f", GAE lambda {algo.ppo.gae_lambda:g}"
-    return f"{line}, clip {cfg.clip_eps:g}"
+    """The settings most runs are compared by (those the algorithm's config has)."""
+    cfg = params.algorithm.config
+    parts = [f"lr {cfg.lr:g}"] if hasattr(cfg, "lr") else []
+    if hasattr(cfg, "lr_schedule"):
+        parts[-1] += f" ({cfg.lr_schedule})"
+    if hasattr(cfg, "num_epochs"):
+        parts.append(f"{cfg.num_epochs} epochs x {cfg.num_minibatches} minibatches")
+    for field, label in (("gamma", "gamma"), ("gae_lambda", "GAE lambda"), ("tau", "tau")):
+        if hasattr(cfg, field):
+            parts.append(f"{label} {getattr(cfg, field):g}")
+    if hasattr(cfg, "clip_eps"):
+        parts.append(f"clip {cfg.clip_eps:g}")
+    return ", ".join(parts)
 
 
 def seeds_table(seeds: Sequence[SeedRun]) -> str:

@@ -13,6 +13,7 @@ from rlcore.policies import Actor
 from rlcore.rollout import (
     ACTION,
     DONE,
+    FINAL_OBS,
     FINAL_VALUE,
     MASK,
     OBS,
@@ -185,9 +186,14 @@ class SyncCollector:
         self._waiting.zero_()
 
     @torch.inference_mode()
-    def collect(self) -> EpisodeStats:
-        """Fill the rollout with T fresh transitions and return the episodes that ended."""
-        ro, policy, env = self.rollout, self.policy, self.env
+    def collect(self, policy: Actor | None = None) -> EpisodeStats:
+        """Fill the rollout with T fresh transitions and return the episodes that ended.
+
+        `policy` acts in place of the collector's own for this call (an off-policy warm-up's
+        random actions); it must have no critic where the rollout has no `value`.
+        """
+        ro, env = self.rollout, self.env
+        policy = self.policy if policy is None else policy
         obs, groups = ro[OBS], self.groups
         if groups is not None and groups.reset_every_rollout:
             self.reset()
@@ -197,11 +203,17 @@ class SyncCollector:
             ro[FINAL_VALUE].zero_()
         if groups is not None and groups.restart_groups:
             self._cut.zero_()
+        final_obs = ro.get(FINAL_OBS, None)
         for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
             out = policy.act(views.obs, self.generator)
             views.action.copy_(out.action)
             views.log_prob.copy_(out.log_prob)
             env.step(slot.action, slot)  # the rollout's copy: host-side envs view it
+            if final_obs is not None:
+                # Off-policy learners bootstrap truncated ends from the true final obs; rows
+                # of instances that are not done are stale, as in `env.final_obs` (a copy
+                # without a host check, so no sync on accelerators).
+                final_obs[:, t].copy_(env.final_obs)
             if groups is not None:
                 self._group_step(t, slot.done, slot.next_obs)
             if self._with_value:

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcore.algos.config import GRPOConfig, PPOConfig
+from rlcore.algos.registry import algorithm_spec, section_name
 
-ALGORITHM_NAMES = ("ppo", "grpo")
 ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
 GYMNASIUM_PREFIX = "gymnasium:"  # "gymnasium:<env id>": any Gymnasium env, through the bridge
 MUJOCO_PREFIX = "mujoco:"  # "mujoco:<task>": native batched MuJoCo (rlcore.envs.mujoco_batch)
@@ -114,35 +113,85 @@ class TrainerConfig:
 
 
 @dataclass(frozen=True)
+class OfflineConfig:
+    """An offline dataset (written by `python -m pipelines collect`) mixed into every batch.
+
+    `fraction` of each replay batch comes from the dataset, the rest from online experience;
+    1.0 with `trainer.total_env_steps` of 0 trains offline only.
+    """
+
+    path: str
+    fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ValueError("offline.path must name a dataset directory")
+        if not 0.0 <= self.fraction <= 1.0:
+            raise ValueError(f"offline.fraction must be in [0, 1], got {self.fraction}")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """The off-policy loop's replay buffer and update schedule (unused on-policy).
+
+    Each iteration collects `env.num_envs x trainer.num_steps` env steps into the buffer,
+    then takes `updates_per_step` gradient steps per env step collected (the update-to-data
+    ratio), each on a uniform batch of `batch_size`. The first `warmup_steps` env steps act
+    uniformly at random and take no gradient step. `save_in_checkpoint` (null: when the
+    buffer's nominal size is under 1 GB) keeps resume exact; without it a resumed run
+    starts from an empty buffer.
+    """
+
+    capacity: int = 1_000_000
+    batch_size: int = 256
+    warmup_steps: int = 10_000
+    updates_per_step: float = 1.0
+    save_in_checkpoint: bool | None = None
+    offline: OfflineConfig | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("capacity", "batch_size"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"replay.{name} must be a positive integer, got {value}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"replay.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not self.updates_per_step > 0:
+            raise ValueError(f"replay.updates_per_step must be > 0, got {self.updates_per_step}")
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     """Everything one training run needs; its hash guards resumption.
 
-    `algorithm` picks which of the `ppo` / `grpo` sections trains the policy (PPO with an
-    actor-critic policy, GRPO with an actor-only one).
+    `algorithm` names a registered algorithm (`rlcore.algos.registry`) and `algo` is its
+    config (its defaults when omitted); `replay` configures the off-policy loop.
     """
 
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     algorithm: str = "ppo"
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    algo: Any = None
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHM_NAMES:
+        spec = algorithm_spec(self.algorithm)
+        if self.algo is None:
+            object.__setattr__(self, "algo", spec.config())
+        elif not isinstance(self.algo, spec.config):
             raise ValueError(
-                f"algorithm must be one of {sorted(ALGORITHM_NAMES)}, got {self.algorithm!r}"
+                f"algorithm {self.algorithm!r} takes a {spec.config.__name__}, "
+                f"got a {type(self.algo).__name__}"
             )
-        if self.algorithm == "grpo" and self.env.num_envs % self.grpo.group_size != 0:
-            raise ValueError(
-                f"grpo.group_size must divide env.num_envs ({self.env.num_envs}), "
-                f"got {self.grpo.group_size}"
-            )
+        check = getattr(self.algo, "check_experiment", None)
+        if check is not None:
+            check(self)
 
     @property
-    def with_critic(self) -> bool:
-        """Whether the policy has a critic: PPO learns one, GRPO is critic-free."""
-        return self.algorithm == "ppo"
+    def algorithm_section(self) -> str:
+        """The params.yaml section of the algorithm (`algorithm.<section>`)."""
+        return section_name(self.algorithm)
 
     @property
     def steps_per_iter(self) -> int:

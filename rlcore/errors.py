@@ -17,3 +17,8 @@ class CompileUnavailableError(RuntimeError):
 
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class ConfigError(ValueError):
+    """A configuration that validates on its own but does not fit the env or the run
+    (e.g. SAC on a discrete action space); raised before any training step."""

@@ -196,3 +196,99 @@ def make_policy(
 ) -> Actor:
     """Build an actor-critic (algorithms with a value function) or an actor-only policy."""
     return (ActorCritic if with_critic else Actor)(obs_dim, action_space, cfg)
+
+
+def _log_squash_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
+    """log(1 - tanh(u)^2), summed over action dims, in the overflow-free form
+    2 (log 2 - u - softplus(-2u))."""
+    return (2.0 * (math.log(2.0) - pre_tanh - nn.functional.softplus(-2.0 * pre_tanh))).sum(-1)
+
+
+class SquashedGaussianActor(nn.Module):
+    """A tanh-squashed Gaussian policy over a bounded Box (SAC; Haarnoja et al., 2018).
+
+    The network outputs a mean and a state-dependent log-std; actions are
+    `tanh(u) * scale + bias` for `u ~ N(mean, std)`, so they always lie in the Box, and the
+    log-probability carries the change-of-variables correction of the squashing. The
+    normaliser (`normalize_obs`) is shared with the critics, which read `normalize`.
+    """
+
+    has_critic = False
+    discrete = False
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, obs_dim: int, action_space: spaces.Box, cfg: PolicyConfig) -> None:
+        super().__init__()
+        self.obs_dim, self.action_dim = obs_dim, int(action_space.shape[0])
+        low = torch.as_tensor(action_space.low, dtype=torch.float32)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        self.register_buffer("action_scale", (high - low) / 2)
+        self.register_buffer("action_bias", (high + low) / 2)
+        self.obs_norm = RunningNorm(obs_dim) if cfg.normalize_obs else None
+        layers: list[nn.Module] = []
+        in_dim = obs_dim
+        for size in cfg.hidden_sizes:
+            layers += [nn.Linear(in_dim, size), ACTIVATIONS[cfg.activation]()]
+            in_dim = size
+        self.actor = nn.Sequential(*layers, nn.Linear(in_dim, 2 * self.action_dim))
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_norm is None else self.obs_norm(obs)
+
+    def _mean_log_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.actor(x).chunk(2, dim=-1)
+        return mean, log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+
+    def sample_normalized(
+        self, x: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised squashed actions in [-1, 1] and their log-probabilities, with
+        gradients, from already normalised observations (the SAC losses).
+
+        Shape:
+            x: [B, obs_dim]; returns [B, action_dim] and [B]
+        """
+        mean, log_std = self._mean_log_std(x)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        pre_tanh = mean + noise * log_std.exp()
+        gaussian = (-0.5 * noise.square() - log_std - _HALF_LOG_2PI).sum(-1)
+        return pre_tanh.tanh(), gaussian - _log_squash_jacobian(pre_tanh)
+
+    def to_env(self, squashed: torch.Tensor) -> torch.Tensor:
+        """Map actions in [-1, 1] onto the Box."""
+        return torch.addcmul(self.action_bias, squashed, self.action_scale)
+
+    def from_env(self, action: torch.Tensor) -> torch.Tensor:
+        """Map Box actions back onto [-1, 1] (what the critics read)."""
+        return (action - self.action_bias) / self.action_scale
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
+        """Sample Box actions (collection; call without grad). Shape: obs [B, obs_dim]."""
+        squashed, log_prob = self.sample_normalized(self.normalize(obs), generator)
+        return ActOutput(self.to_env(squashed), log_prob, None)
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The squashed mean action (evaluation, video)."""
+        mean, _ = self._mean_log_std(self.normalize(obs))
+        return self.to_env(mean.tanh())
+
+
+class UniformRandomPolicy(nn.Module):
+    """Uniform actions over a bounded Box: the off-policy warm-up's behaviour policy."""
+
+    has_critic = False
+
+    def __init__(self, obs_dim: int, action_space: spaces.Box) -> None:
+        super().__init__()
+        self.obs_dim, self.action_dim = obs_dim, int(action_space.shape[0])
+        low = torch.as_tensor(action_space.low, dtype=torch.float32)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        self.register_buffer("low", low)
+        self.register_buffer("width", high - low)
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
+        u = torch.rand(
+            (obs.shape[0], self.low.shape[0]), generator=generator, device=self.low.device
+        )
+        action = torch.addcmul(self.low, u, self.width)
+        return ActOutput(action, torch.zeros(obs.shape[0], device=obs.device), None)

@@ -15,7 +15,12 @@ Layout (N envs, T steps; all on the training device):
 | `advantage`       | [N, T+1]           | float32 | padding   | algorithm, in place     |
 | `value_target`    | [N, T+1]           | float32 | padding   | algorithm (critic only) |
 | `mask`            | [N, T+1]           | bool    | padding   | collector (GRPO only)   |
+| `final_obs`       | [N, T+1, D]        | float32 | padding   | collector (off-policy)  |
 | `ref_log_prob`    | [N, T+1]           | float32 | padding   | algorithm (GRPO only)   |
+
+`final_obs[:, t]` is the true final observation of a transition done at t (stale elsewhere):
+an off-policy learner stores it as that transition's `next_obs`, since `obs[:, t + 1]` is
+then the first observation of the next episode.
 
 `final_value[:, t]` is V(true final observation) for a transition truncated (and not
 terminated) at t, and 0 elsewhere: PPO bootstraps time-limit ends with it, exactly.
@@ -58,6 +63,7 @@ ADVANTAGE = "advantage"
 VALUE_TARGET = "value_target"
 MASK = "mask"
 REF_LOG_PROB = "ref_log_prob"
+FINAL_OBS = "final_obs"
 
 
 @dataclass(frozen=True)
@@ -73,13 +79,20 @@ class RolloutSpec:
     with_success: bool
     device: torch.device
     with_mask: bool = False
+    with_final_obs: bool = False
 
     @staticmethod
     def for_env(
-        env: BatchedEnv, num_steps: int, with_value: bool, with_mask: bool = False
+        env: BatchedEnv,
+        num_steps: int,
+        with_value: bool,
+        with_mask: bool = False,
+        with_final_obs: bool = False,
     ) -> RolloutSpec:
-        """`with_mask` is forced on for envs with invalid steps (see the module docstring)."""
-        """The rollout an env needs: action dtype/shape from its action space, success flag."""
+        """The rollout an env needs: action dtype/shape from its action space, success flag.
+
+        `with_mask` is forced on for envs with invalid steps (see the module docstring).
+        """
         discrete = isinstance(env.action_space, spaces.Discrete)
         return RolloutSpec(
             num_envs=env.num_envs,
@@ -91,6 +104,7 @@ class RolloutSpec:
             with_success=env.has_success,
             device=env.device,
             with_mask=with_mask or env.has_invalid_steps,
+            with_final_obs=with_final_obs,
         )
 
     def __post_init__(self) -> None:
@@ -126,6 +140,8 @@ def make_rollout(spec: RolloutSpec) -> TensorDict:
         fields[SUCCESS] = scalar(torch.bool)
     if spec.with_mask:
         fields |= {MASK: scalar(torch.bool), REF_LOG_PROB: scalar()}
+    if spec.with_final_obs:
+        fields[FINAL_OBS] = time_major(spec.obs_dim)
     return TensorDict(fields, batch_size=[n, t1], device=dev)
 
 

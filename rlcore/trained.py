@@ -6,10 +6,11 @@ from pathlib import Path
 
 import torch
 
+from rlcore.algos.registry import algorithm_spec
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
-from rlcore.policies import Actor, make_policy
+from rlcore.policies import Actor
 
 
 def load_trained_policy(
@@ -29,7 +30,8 @@ def load_trained_policy(
             f"{state['config_hash']}, expected {expected}): retrain with this configuration"
         )
     probe = make_env(cfg.env, num_envs=1)
-    # PPO's critic is loaded with the actor and simply not used.
-    policy = make_policy(probe.obs_dim, probe.action_space, cfg.policy, cfg.with_critic)
+    # The policy the algorithm trains (PPO's critic is loaded with the actor and not used).
+    algorithm = algorithm_spec(cfg.algorithm).load()
+    policy = algorithm.make_policy(probe.obs_dim, probe.action_space, cfg.policy, cfg.algo)
     policy.load_state_dict(state["policy"])
     return policy.to(device).eval()

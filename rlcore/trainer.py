@@ -7,22 +7,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlcore.algos.base import Algorithm, NonFiniteError
+from rlcore.algos.base import Algorithm, AlgorithmContext, NonFiniteError
 from rlcore.algos.compile import check_compile_available
-from rlcore.algos.grpo import GRPO
-from rlcore.algos.ppo import PPO
+from rlcore.algos.registry import algorithm_spec
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
-from rlcore.collector import GroupEpisodes, SyncCollector
+from rlcore.collector import SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.distributed import Distributed
 from rlcore.envs import make_env
+from rlcore.errors import ConfigError
 from rlcore.evaluate import evaluate
-from rlcore.policies import make_policy
 from rlcore.rollout import OBS, REWARD, RolloutSpec, make_rollout, transition_view
+
+if TYPE_CHECKING:
+    from rlcore.off_policy import OffPolicyLearner
 
 log = logging.getLogger(__name__)
 
@@ -66,43 +68,51 @@ class Trainer:
         self.cfg, self.sink = cfg, sink or (lambda step, metrics: None)
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
+        algorithm = algorithm_spec(cfg.algorithm).load()
+        if algorithm.off_policy and dist.world_size > 1:
+            raise ConfigError(
+                f"algorithm.name {cfg.algorithm!r} is off-policy and trains in one process: "
+                f"set runtime.processes to 1 (got {dist.world_size})"
+            )
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
-        grpo = not cfg.with_critic
         if compile_loss:  # before building envs, which may take long (simulators, processes)
             check_compile_available(torch.device(env_cfg.device))
-        self.env = make_env(env_cfg, grouped=grpo)
+        self.env = make_env(env_cfg, grouped=algorithm.same_step_reset)
         self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
-            self.policy = make_policy(
-                self.env.obs_dim, self.env.action_space, cfg.policy, with_critic=not grpo
+            self.policy = algorithm.make_policy(
+                self.env.obs_dim, self.env.action_space, cfg.policy, cfg.algo
             ).to(device)
         dist.broadcast_module(self.policy)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(dist.seed(tc.seed) + 1)
-        spec = RolloutSpec.for_env(self.env, tc.num_steps, with_value=not grpo, with_mask=grpo)
+        context = AlgorithmContext(
+            cfg.algo, cfg, self.policy, self.env, self.total_iters, self.generator, dist,
+            compile_loss,
+        )  # fmt: skip
+        self.algo: Algorithm = algorithm.build(context)
+        groups = self.algo.groups
+        spec = RolloutSpec.for_env(
+            self.env,
+            tc.num_steps,
+            with_value=self.policy.has_critic,
+            with_mask=groups is not None,
+            with_final_obs=algorithm.off_policy,
+        )
         self.rollout = make_rollout(spec)
-        self.algo: Algorithm
-        groups = None
-        if grpo:
-            groups = GroupEpisodes(
-                cfg.grpo.group_size,
-                restart_groups=cfg.grpo.episode_mode == "restart_groups",
-                reset_every_rollout=cfg.grpo.reset_every_rollout,
-            )
-            self.algo = GRPO(
-                self.policy, cfg.grpo, self.total_iters, self.generator, dist, compile_loss
-            )
-        else:
-            self.algo = PPO(
-                self.policy, cfg.ppo, self.total_iters, self.generator, dist, compile_loss
-            )
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups
         )
+        # The off-policy loop (replay buffer, warm-up, update-to-data ratio), if any.
+        self.replay: OffPolicyLearner | None = None
+        if algorithm.off_policy:
+            from rlcore.off_policy import OffPolicyLearner
+
+            self.replay = OffPolicyLearner(cfg, self.env, self.algo, self.generator)
         self.iteration = 0
         self.collector.reset(seed=dist.seed(tc.seed))
         self.last_eval: dict[str, float] = {}
@@ -118,7 +128,9 @@ class Trainer:
 
     @property
     def env_steps(self) -> int:
-        """Env steps collected so far, summed over ranks."""
+        """Env steps collected so far, summed over ranks (none when training offline only)."""
+        if self.replay is not None and self.replay.offline_only:
+            return 0
         return self.iteration * self.steps_per_iter
 
     def run(self, max_iters: int | None = None, checkpoint_path: Path | None = None) -> TrainResult:
@@ -144,11 +156,19 @@ class Trainer:
 
     def _train_iteration(self) -> None:
         t0 = time.perf_counter()
-        episodes = self.collector.collect()
-        self._check_finite()
+        replay = self.replay
+        if replay is not None and replay.offline_only:
+            episodes = None  # no env steps: every batch comes from the dataset
+        else:
+            acting = replay.warmup_policy() if replay is not None else None
+            episodes = self.collector.collect(policy=acting)
+            self._check_finite()
         t1 = time.perf_counter()
-        metrics = self.algo.update(self.rollout)
-        if self.policy.obs_norm is not None:
+        if replay is None:
+            metrics = self.algo.update(self.rollout)
+        else:
+            metrics = replay.learn(self.rollout if episodes is not None else None)
+        if self.policy.obs_norm is not None and episodes is not None:
             # Updated after the update so acting and learning in one iteration share stats.
             # Ranks merge the moments of all ranks' observations, so all keep equal stats.
             obs = transition_view(self.rollout)[OBS]
@@ -156,8 +176,9 @@ class Trainer:
         self.iteration += 1
         self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
         t2 = time.perf_counter()
-        # Episodes that finished on any rank (sums over ranks; a no-op for one process).
-        metrics |= episodes.metrics("train", totals=self.dist.sum(episodes.totals()))
+        if episodes is not None:
+            # Episodes that finished on any rank (sums over ranks; a no-op for one process).
+            metrics |= episodes.metrics("train", totals=self.dist.sum(episodes.totals()))
         metrics |= {
             "time/collect_s": t1 - t0,
             "time/update_s": t2 - t1,
@@ -202,6 +223,8 @@ class Trainer:
             "collector": self.collector.state_dict(),
             "generator": self.generator.get_state(),
         }
+        if self.replay is not None:
+            state["replay"] = self.replay.state_dict()
         return _to_cpu(state)
 
     def save(self, path: Path, extra: dict[str, Any] | None = None) -> None:
@@ -244,6 +267,8 @@ class Trainer:
         self.env.load_state_dict(mine["env"])
         self.collector.load_state_dict(mine["collector"])
         self.generator.set_state(mine["generator"])
+        if self.replay is not None:
+            self.replay.load_state_dict(mine["replay"])
         self.iteration = int(state.pop("iteration"))
         del state["config_hash"]
         return state

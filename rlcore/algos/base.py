@@ -1,22 +1,72 @@
-"""The interface every on-policy algorithm implements."""
+"""The contract every algorithm implements, and what the trainer hands its factory."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from rlcore.errors import NonFiniteError
 
 if TYPE_CHECKING:  # stages that only evaluate a policy should not pay for importing it
-    from tensordict import TensorDict
+    import gymnasium.spaces as spaces
+    import torch
+
+    from rlcore.collector import GroupEpisodes
+    from rlcore.config import ExperimentConfig, PolicyConfig
+    from rlcore.distributed import Distributed
+    from rlcore.envs.base import BatchedEnv
+    from rlcore.policies import Actor
+
+
+@dataclass(frozen=True)
+class AlgorithmContext:
+    """What the trainer hands `Algorithm.build`: the run's pieces, built once and shared.
+
+    `total_updates` is the number of training iterations (an on-policy update per
+    iteration); `generator` is the run's random stream (minibatch order, replay sampling).
+    """
+
+    cfg: Any
+    experiment: ExperimentConfig
+    policy: Actor
+    env: BatchedEnv
+    total_updates: int
+    generator: torch.Generator
+    dist: Distributed
+    compile_loss: bool
 
 
 class Algorithm(Protocol):
-    """Consumes one filled rollout per call and updates the policy in place."""
+    """An algorithm class as the registry's factory names it (`rlcore.algos.registry`).
 
-    needs_value: bool
+    On-policy algorithms (`off_policy = False`) consume one filled rollout per `update`
+    and may ask the collector for grouped episodes (`groups`, GRPO). Off-policy ones
+    (`off_policy = True`) get one sampled replay batch per `update` call (one gradient
+    step) and return a detached stats tensor in `metric_names` order (no host sync per
+    step); the trainer's off-policy loop owns the buffer, warm-up and update-to-data ratio.
+    `same_step_reset`: every env step must be a transition (a Gymnasium env is then built
+    to reset within the step).
+    """
 
-    def update(self, rollout: TensorDict) -> dict[str, float]:
-        """Run the optimisation phase on a filled rollout; return metrics by fixed name."""
+    off_policy: ClassVar[bool]
+    same_step_reset: ClassVar[bool]
+    groups: GroupEpisodes | None
+
+    @staticmethod
+    def make_policy(
+        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: Any
+    ) -> Actor:
+        """The policy this algorithm trains (what evaluation and video load)."""
+        ...
+
+    @classmethod
+    def build(cls, ctx: AlgorithmContext) -> Algorithm:
+        """Build the algorithm for one run."""
+        ...
+
+    def update(self, data: Any) -> Any:
+        """Optimise on a filled rollout (on-policy: return metrics by fixed name) or on a
+        replay batch (off-policy: return the stats tensor)."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -24,4 +74,4 @@ class Algorithm(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-__all__ = ["Algorithm", "NonFiniteError"]
+__all__ = ["Algorithm", "AlgorithmContext", "NonFiniteError"]

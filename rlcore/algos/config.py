@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rlcore.algos.registry import AlgorithmSpec, register_algorithm
+
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
 # cost more in per-chunk overhead than in compute on CPU (1024: +20-30% update time).
@@ -75,6 +77,9 @@ class PPOConfig:
         check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
 
 
+register_algorithm(AlgorithmSpec("ppo", PPOConfig, "rlcore.algos.ppo:PPO"))
+
+
 EPISODE_MODES = ("restart_groups", "first_done")
 
 
@@ -126,3 +131,14 @@ class GRPOConfig:
             "true when episode_mode is 'first_done' (otherwise the members of a group would "
             "start a rollout from different states)",
         )
+
+    def check_experiment(self, experiment: Any) -> None:
+        """Every group is a block of envs: `group_size` must divide `env.num_envs`."""
+        if experiment.env.num_envs % self.group_size != 0:
+            raise ValueError(
+                f"grpo.group_size must divide env.num_envs ({experiment.env.num_envs}), "
+                f"got {self.group_size}"
+            )
+
+
+register_algorithm(AlgorithmSpec("grpo", GRPOConfig, "rlcore.algos.grpo:GRPO"))

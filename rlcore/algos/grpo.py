@@ -14,12 +14,14 @@ Reads from `transition_view(rollout)`: `obs`, `action`, `sample_log_prob`, `rewa
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
+import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
 from rlcore.advantages import discounted_returns, group_normalize
+from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import GRPOConfig
 from rlcore.algos.losses import (
@@ -31,6 +33,8 @@ from rlcore.algos.losses import (
 )
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.collector import GroupEpisodes
+from rlcore.config import PolicyConfig
 from rlcore.distributed import Distributed
 from rlcore.policies import Actor
 from rlcore.rollout import (
@@ -58,6 +62,21 @@ class GRPO:
     """
 
     needs_value = False
+    off_policy: ClassVar[bool] = False
+    same_step_reset: ClassVar[bool] = True  # grouped episodes need a transition every step
+
+    @staticmethod
+    def make_policy(
+        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: GRPOConfig
+    ) -> Actor:
+        """An actor alone: GRPO is critic-free."""
+        return Actor(obs_dim, action_space, policy)
+
+    @classmethod
+    def build(cls, ctx: AlgorithmContext) -> GRPO:
+        return cls(
+            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist, ctx.compile_loss
+        )
 
     def __init__(
         self,
@@ -80,6 +99,11 @@ class GRPO:
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
+        self.groups = GroupEpisodes(
+            cfg.group_size,
+            restart_groups=cfg.episode_mode == "restart_groups",
+            reset_every_rollout=cfg.reset_every_rollout,
+        )
 
     def update(self, rollout: TensorDict) -> dict[str, float]:
         """Group-normalise returns in place, then run clipped-surrogate epochs on the mask."""

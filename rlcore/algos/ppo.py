@@ -7,12 +7,14 @@ advantage estimator. Writes `advantage` and `value_target` in place (no rollout 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
 from rlcore.advantages import compute_gae
+from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.losses import (
@@ -23,8 +25,9 @@ from rlcore.algos.losses import (
 )
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.config import PolicyConfig
 from rlcore.distributed import Distributed
-from rlcore.policies import ActorCritic
+from rlcore.policies import Actor, ActorCritic
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -58,6 +61,23 @@ class PPO:
     """PPO-clip over the shared rollout; see module docstring for the keys it touches."""
 
     needs_value = True
+    off_policy: ClassVar[bool] = False
+    same_step_reset: ClassVar[bool] = False
+    groups = None
+
+    @staticmethod
+    def make_policy(
+        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: PPOConfig
+    ) -> Actor:
+        """An actor-critic: PPO learns a value function for its advantages."""
+        return ActorCritic(obs_dim, action_space, policy)
+
+    @classmethod
+    def build(cls, ctx: AlgorithmContext) -> PPO:
+        assert isinstance(ctx.policy, ActorCritic)
+        return cls(
+            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist, ctx.compile_loss
+        )
 
     def __init__(
         self,

@@ -23,3 +23,23 @@ def prefect_api_url() -> Iterator[str]:
 
     with prefect_test_harness(server_startup_timeout=120):
         yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
+def git_dvc_env() -> dict[str, str]:
+    """Environment for real git and DVC runs in throwaway repos: this venv first on PATH,
+    no analytics, a fixed committer, and no PYTHONPATH (stages import the copied code)."""
+    import sys
+    from pathlib import Path
+
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "test",
+        "GIT_AUTHOR_EMAIL": "test@example.invalid",
+        "GIT_COMMITTER_NAME": "test",
+        "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    }
+    env.pop("PYTHONPATH", None)
+    return env

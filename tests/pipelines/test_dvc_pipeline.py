@@ -1,7 +1,6 @@
 """Real `dvc repro` and `dvc exp run` of the pipeline, end to end, in a throwaway git repo."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +43,7 @@ def run(args, cwd, env):
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def project(tmp_path_factory, git_dvc_env):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     root = tmp_path_factory.mktemp("project")
@@ -55,16 +54,7 @@ def project(tmp_path_factory):
     shutil.copy(REPO / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
     defaults = yaml.safe_load((REPO / "params.yaml").read_text())
     (root / "params.yaml").write_text(yaml.safe_dump(merged(defaults, TINY)))
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DVC_NO_ANALYTICS": "1",
-        "GIT_AUTHOR_NAME": "test",
-        "GIT_AUTHOR_EMAIL": "test@example.invalid",
-        "GIT_COMMITTER_NAME": "test",
-        "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    }
-    env.pop("PYTHONPATH", None)
+    env = git_dvc_env
     run(["git", "init", "-q"], root, env)
     run([sys.executable, "-m", "dvc", "init", "-q"], root, env)
     run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], root, env)

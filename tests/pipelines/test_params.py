@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_default_experiment_is_valid_ppo_on_cartpole():
     params = load_params(REPO / "params.yaml")
     assert params.env.name == "cartpole" and params.algorithm.name == "ppo"
-    assert params.experiment().ppo == params.algorithm.ppo
+    assert params.experiment().algo == params.algorithm.ppo
     assert len(params.schedule.cron.split()) == 5
 
 
@@ -20,7 +20,7 @@ def test_grpo_is_chosen_by_name_with_its_own_section(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("algorithm:\n  name: grpo\n  grpo:\n    group_size: 8\n")
     experiment = load_params(path).experiment()
-    assert experiment.algorithm == "grpo" and experiment.grpo.group_size == 8
+    assert experiment.algorithm == "grpo" and experiment.algo.group_size == 8
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,28 @@ def test_grpo_is_chosen_by_name_with_its_own_section(tmp_path):
         ("env:\n  num_envs: 0\n", "env.num_envs: must be a positive integer, got 0"),
         ("env: [1, 2\n", "line 2, column 1: malformed YAML"),
         ("- 1\n- 2\n", "<top level>: must be a mapping, got list"),
-        ("algorithm:\n  name: sac\n", "algorithm.name: Input should be 'ppo' or 'grpo'"),
+        (
+            "algorithm:\n  name: a2c\n",
+            "algorithm.name: 'a2c': choose one of ['grpo', 'ppo', 'sac'] or 'package.module:name'",
+        ),
+        (
+            "algorithm:\n  name: no_such_pkg.algos:a2c\n",
+            "algorithm.name: 'no_such_pkg.algos:a2c': cannot import module 'no_such_pkg.algos'",
+        ),
+        ("algorithm:\n  dqn:\n    lr: 0.1\n", "algorithm.dqn: unknown key"),
+        ("algorithm:\n  sac:\n    tau: 2\n", "algorithm.sac.tau: must be in (0, 1], got 2"),
+        ("replay:\n  batch_size: 0\n", "replay.batch_size: must be a positive integer, got 0"),
+        (
+            "replay:\n  offline: {path: data, fraction: 2}\n",
+            "replay.offline.fraction: must be in [0, 1], got 2",
+        ),
+        # Layouts of other tools and older versions: each says what to write instead.
+        ("algorithm: ppo\n", "algorithm: must be a mapping; write `algorithm: {name: ppo, ppo:"),
+        ("ppo:\n  lr: 0.1\n", "ppo: algorithm settings live under `algorithm.ppo`"),
+        (
+            "algorithm:\n  name: ppo\n  cfg: {lr: 0.1}\n",
+            "algorithm.cfg: an EmbodiChain-style section",
+        ),
         (
             "algorithm:\n  grpo:\n    group_size: 1\n",
             "algorithm.grpo.group_size: must be an int >= 2, got 1",
@@ -50,6 +71,20 @@ def test_bad_params_fail_with_one_clear_line(tmp_path, text, line):
         load_params(path)
     assert len(info.value.lines) == 1
     assert info.value.lines[0].startswith(line), info.value.lines
+
+
+def test_sac_selects_its_section_and_the_replay_section(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(
+        "algorithm:\n  name: sac\n  sac: {tau: 0.01}\n  ppo: {lr: 0.5}\n"
+        "replay: {batch_size: 64, offline: {path: data/set}}\n"
+    )
+    experiment = load_params(path).experiment()
+    assert experiment.algorithm == "sac" and experiment.algo.tau == 0.01
+    assert experiment.replay.batch_size == 64
+    assert (
+        experiment.replay.offline.path == "data/set" and experiment.replay.offline.fraction == 0.5
+    )
 
 
 def test_stage_cli_rejects_bad_params_before_touching_outputs(tmp_path):

@@ -75,7 +75,7 @@ def test_tiny_study_end_to_end(tmp_path, monkeypatch):
     merged = {**TINY, "policy": {**TINY["policy"], **best["policy"]}}
     merged["algorithm"] = {"ppo": {**TINY["algorithm"]["ppo"], **best["algorithm"]["ppo"]}}
     experiment = parse_params(merged).experiment()
-    assert experiment.ppo.lr == pytest.approx(best["algorithm"]["ppo"]["lr"])
+    assert experiment.algo.lr == pytest.approx(best["algorithm"]["ppo"]["lr"])
     assert summary["best_value"] == max(float(r["value"]) for r in rows if r["state"] == "COMPLETE")
 
     # Resuming a finished study runs no new trial.

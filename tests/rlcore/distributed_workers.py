@@ -120,7 +120,9 @@ def experiment(algorithm: str = "ppo", **trainer: Any) -> ExperimentConfig:
     return ExperimentConfig(
         env=EnvConfig("cartpole", num_envs=8),
         policy=PolicyConfig(hidden_sizes=(16, 16), normalize_obs=True),
-        ppo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="linear"),
+        algo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="linear")
+        if algorithm == "ppo"
+        else None,
         trainer=TrainerConfig(
             total_env_steps=8 * 16 * 2 * 6,
             num_steps=16,

@@ -13,13 +13,14 @@ def small_config(env="pendulum", algorithm="ppo", **trainer):
     return ExperimentConfig(
         env=EnvConfig(env, num_envs=8),
         policy=PolicyConfig(hidden_sizes=(16, 16), normalize_obs=True),
-        ppo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="linear", ent_coef=0.01),
         trainer=TrainerConfig(
             total_env_steps=2048, num_steps=32, eval_every_iters=2, eval_episodes=2, **trainer
         ),
         algorithm=algorithm,
+        algo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="linear", ent_coef=0.01)
+        if algorithm == "ppo"
         # Groups carried across rollouts: the resumed run must restore who waits for whom.
-        grpo=GRPOConfig(num_epochs=2, num_minibatches=2, kl_coef=0.1, reset_every_rollout=False),
+        else GRPOConfig(num_epochs=2, num_minibatches=2, kl_coef=0.1, reset_every_rollout=False),
     )
 
 
@@ -106,7 +107,7 @@ def test_non_finite_observation_stops_and_keeps_last_checkpoint(tmp_path):
             lambda: ExperimentConfig(EnvConfig(num_envs=10), algorithm="grpo"),
             r"grpo.group_size must divide env.num_envs \(10\), got 4",
         ),
-        (lambda: ExperimentConfig(algorithm="sac"), "algorithm must be one of"),
+        (lambda: ExperimentConfig(algorithm="a2c"), "choose one of .*'grpo', 'ppo', 'sac'"),
         (lambda: EnvConfig(name="atari"), "env.name must be one of .*cartpole"),
         (lambda: TrainerConfig(num_steps=0), "trainer.num_steps"),
         (lambda: PolicyConfig(activation="gelu"), "policy.activation must be one of"),

@@ -132,7 +132,7 @@ def test_ppo_never_learns_from_invalid_reset_steps():
     # poison exactly the invalid transitions: if any reached the loss, parameters go NaN
     ro[ACTION][:, :-1][invalid] = 0
     ro[SAMPLE_LOG_PROB][:, :-1][invalid] = float("nan")
-    ppo = PPO(policy, dataclasses.replace(PRESETS["cartpole"].ppo), 10, torch.Generator())
+    ppo = PPO(policy, dataclasses.replace(PRESETS["cartpole"].algo), 10, torch.Generator())
     metrics = ppo.update(ro)
     assert all(torch.isfinite(p).all() for p in policy.parameters())
     assert math.isfinite(metrics["loss/policy"])

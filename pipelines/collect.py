@@ -1,0 +1,78 @@
+"""The `collect` stage: an offline dataset of transitions for `replay.offline`.
+
+Rolls out the first seed's trained policy (its sampled actions) or uniform random actions
+for `collect.env_steps` env steps and writes the dataset directory `collect.output` (the
+format of `rlcore.datasets`: a memory-mapped TensorDict plus `meta.json`), replaced only
+once it is complete. `data/dvc.yaml` tracks it as an output, so a dataset is versioned
+like any checkpoint; `metrics/collect.json` says what it holds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium.spaces as spaces
+
+from pipelines.files import require, write_json
+from pipelines.layout import Layout
+from pipelines.params import Params
+from rlcore.datasets import save_dataset
+from rlcore.envs import make_env
+from rlcore.errors import ConfigError
+from rlcore.policies import Actor, UniformRandomPolicy
+from rlcore.recording import record_transitions
+from rlcore.runtime import configure_cpu
+from rlcore.trained import load_trained_policy
+
+
+def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
+    """Run the `collect` stage and return the metrics it writes to `metrics/collect.json`."""
+    layout = layout or Layout(seed=params.seeds[0])
+    configure_cpu(params.runtime.threads)
+    cc, cfg = params.collect, params.experiment(seed=layout.seed)
+    env = make_env(cfg.env, grouped=True)  # every step a transition (Gymnasium: same-step reset)
+    policy: Actor | UniformRandomPolicy
+    if cc.policy == "random":
+        if not isinstance(env.action_space, spaces.Box):
+            raise ConfigError(
+                f"collect.policy 'random' draws uniform Box actions; {cfg.env.name} has "
+                f"{env.action_space}: collect with policy 'trained'"
+            )
+        policy = UniformRandomPolicy(env.obs_dim, env.action_space).to(env.device)
+        source = "uniform random actions"
+    else:
+        checkpoint = require(layout.final_checkpoint, "train")
+        policy = load_trained_policy(cfg, checkpoint)
+        source = f"{checkpoint} (sampled actions)"
+    print(
+        f"[collect] {cc.env_steps:,d} env steps of {cfg.env.name} ({cfg.env.num_envs} envs) "
+        f"with {source} -> {cc.output}",
+        flush=True,
+    )
+    start, last_report = time.perf_counter(), [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.perf_counter() - start
+        if now - last_report[0] >= 5.0 or done == total:
+            last_report[0] = now
+            print(f"[collect {now:6.1f}s] {done:>10,d}/{total:,d} steps", flush=True)
+
+    buffer, episodes = record_transitions(env, policy, cc.env_steps, cc.seed, progress)
+    env.close()
+    metrics: dict[str, float] = {
+        "transitions": len(buffer),
+        "episodes": episodes.returns.numel(),
+        "wall_s": round(time.perf_counter() - start, 3),
+    }
+    if episodes.returns.numel():
+        metrics["return_mean"] = episodes.returns.mean().item()
+        if episodes.successes is not None:
+            metrics["success_rate"] = episodes.successes.double().mean().item()
+    save_dataset(
+        layout.root / cc.output,
+        buffer,
+        source={"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics},
+    )
+    write_json(layout.collect_metrics, metrics)
+    print(f"[collect] done: {metrics}", flush=True)
+    return metrics

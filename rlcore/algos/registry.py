@@ -1,0 +1,112 @@
+"""The algorithm registry: the one way an experiment names and configures its algorithm.
+
+An algorithm registers, in its own module, its name, its config class (a frozen dataclass
+that checks its ranges in `__post_init__`) and its factory (the algorithm class, named as
+`"module:attr"` so that reading or validating a config never imports torch). The trainer,
+`ExperimentConfig` and `pipelines/params.py` look names up here and never list them.
+
+Names are either registered ones (`ppo`, `grpo`, `sac`) or `"package.module:name"`: the module
+is imported (it registers `name`), as Gymnasium does for `module:EnvId`. So a user's own
+algorithm trains from `params.yaml` with no change to this package::
+
+    # my_pkg/reinforce.py
+    register_algorithm(AlgorithmSpec("reinforce", ReinforceConfig, "my_pkg.reinforce:Reinforce"))
+
+    # params.yaml
+    algorithm: {name: "my_pkg.reinforce:reinforce", reinforce: {lr: 0.001}}
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+# Modules that register the builtin algorithms; imported on the first lookup (torch-free).
+_BUILTIN_MODULES = ("rlcore.algos.config", "rlcore.algos.sac_config")
+_REGISTRY: dict[str, AlgorithmSpec] = {}
+_loaded_builtins = False
+
+
+class UnknownAlgorithmError(ValueError):
+    """An algorithm name that is neither registered nor an importable `module:name`."""
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """A registered algorithm.
+
+    `config`: its frozen config dataclass, the `algorithm.<name>` section of params.yaml;
+    it may define `check_experiment(experiment)` for rules that span sections (e.g. GRPO's
+    group size must divide the number of envs). `factory`: `"module:attr"` of the
+    algorithm class (see `rlcore.algos.base.Algorithm` for what it provides).
+    """
+
+    name: str
+    config: type
+    factory: str
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"algorithm names are identifiers, got {self.name!r}")
+        if ":" not in self.factory:
+            raise ValueError(f"factory must be 'module:attr', got {self.factory!r}")
+
+    def load(self) -> Any:
+        """Import and return the algorithm class (this imports torch)."""
+        module, _, attr = self.factory.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+def register_algorithm(spec: AlgorithmSpec) -> AlgorithmSpec:
+    """Register `spec` under its name; registering the same name twice is an error."""
+    known = _REGISTRY.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"algorithm {spec.name!r} is already registered ({known.factory})")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_builtins() -> None:
+    global _loaded_builtins
+    if not _loaded_builtins:
+        _loaded_builtins = True
+        for module in _BUILTIN_MODULES:
+            importlib.import_module(module)
+
+
+def section_name(name: str) -> str:
+    """The params section of an algorithm name: `ppo` -> `ppo`, `pkg.mod:algo` -> `algo`."""
+    return name.rpartition(":")[2]
+
+
+def algorithm_spec(name: str) -> AlgorithmSpec:
+    """Look `name` up, importing `module` first for a `module:name` name."""
+    _load_builtins()
+    module, _, short = name.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UnknownAlgorithmError(
+                f"algorithm.name {name!r}: cannot import module {module!r} ({exc})"
+            ) from None
+    spec = _REGISTRY.get(short)
+    if spec is None:
+        where = f"module {module!r} registers no algorithm {short!r}; " if module else ""
+        raise UnknownAlgorithmError(
+            f"algorithm.name {name!r}: {where}choose one of {algorithm_names()} or "
+            f"'package.module:name' for an algorithm your own module registers"
+        )
+    return spec
+
+
+def algorithm_names() -> list[str]:
+    """Every registered name, sorted (builtins and those registered so far)."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def default_config(name: str) -> Any:
+    """The default config of algorithm `name`."""
+    return algorithm_spec(name).config()

@@ -1,0 +1,216 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018a; automatic temperature, 2018b).
+
+Off-policy: the trainer's off-policy loop (`rlcore.off_policy`) fills a replay buffer and
+calls `update` once per gradient step with a sampled batch. Reads from the batch: `obs`,
+`action` (in the env's Box), `reward`, `next_obs` (the true final observation of a
+time-limit end), `terminated`. A terminated transition never bootstraps; a truncated one
+always does (its `terminated` is false), so time limits leave the targets unbiased.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from typing import Any, ClassVar
+
+import gymnasium.spaces as spaces
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from rlcore.algos.base import AlgorithmContext
+from rlcore.algos.sac_config import SACConfig
+from rlcore.config import PolicyConfig
+from rlcore.errors import ConfigError
+from rlcore.policies import ACTIVATIONS, SquashedGaussianActor
+from rlcore.replay import NEXT_OBS
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
+
+
+class TwinQ(nn.Module):
+    """Two Q networks evaluated as one batched MLP (one `baddbmm` per layer for both).
+
+    Initialised like `nn.Linear` (uniform in ±1/sqrt(fan_in)), independently per network.
+
+    Shape:
+        obs: [B, obs_dim], action: [B, action_dim] -> [2, B]
+    """
+
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden_sizes: tuple[int, ...], activation: str
+    ) -> None:
+        super().__init__()
+        sizes = [obs_dim + action_dim, *hidden_sizes, 1]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in itertools.pairwise(sizes):
+            bound = 1.0 / math.sqrt(fan_in)
+            weight = torch.empty(2, fan_in, fan_out).uniform_(-bound, bound)
+            self.weights.append(nn.Parameter(weight))
+            bias = torch.empty(2, 1, fan_out).uniform_(-bound, bound)
+            self.biases.append(nn.Parameter(bias))
+        self.activation = ACTIVATIONS[activation]()
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
+        last = len(self.weights) - 1
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = torch.baddbmm(bias, x, weight)
+            if i < last:
+                x = self.activation(x)
+        return x.squeeze(-1)
+
+
+class SAC:
+    """Twin-critic SAC with Polyak-averaged targets and a learned temperature."""
+
+    off_policy: ClassVar[bool] = True
+    same_step_reset: ClassVar[bool] = True  # every env step is a stored transition
+    groups = None
+    metric_names = (
+        "loss/critic",
+        "loss/actor",
+        "loss/alpha",
+        "stats/alpha",
+        "stats/q_mean",
+        "stats/entropy",
+    )
+
+    @staticmethod
+    def make_policy(
+        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: SACConfig
+    ) -> SquashedGaussianActor:
+        """The squashed Gaussian actor; SAC needs a bounded 1-D Box action space."""
+        if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
+            raise ConfigError(
+                f"algorithm.name 'sac' needs a continuous (1-D Box) action space; this env's "
+                f"is {action_space}: use ppo or grpo for it"
+            )
+        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            raise ConfigError(
+                f"algorithm.name 'sac' squashes actions into the Box's bounds, and this env's "
+                f"are not finite ({action_space})"
+            )
+        return SquashedGaussianActor(obs_dim, action_space, policy)
+
+    @classmethod
+    def build(cls, ctx: AlgorithmContext) -> SAC:
+        if ctx.compile_loss:
+            raise ConfigError("runtime.compile is not supported by sac; set it to false")
+        assert isinstance(ctx.policy, SquashedGaussianActor)
+        hidden = ctx.cfg.critic_hidden_sizes or ctx.experiment.policy.hidden_sizes
+        # The critics' initial weights come from the run's seed, as the policy's do.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(ctx.experiment.trainer.seed + 1)
+            return cls(ctx.policy, ctx.cfg, hidden, ctx.experiment.policy.activation, ctx.generator)
+
+    def __init__(
+        self,
+        actor: SquashedGaussianActor,
+        cfg: SACConfig,
+        critic_hidden_sizes: tuple[int, ...],
+        activation: str,
+        generator: torch.Generator,
+    ) -> None:
+        self.actor, self.cfg, self.generator = actor, cfg, generator
+        device = actor.action_scale.device
+        self.critic = TwinQ(actor.obs_dim, actor.action_dim, critic_hidden_sizes, activation)
+        self.critic.to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            math.log(cfg.init_alpha), device=device, requires_grad=cfg.autotune_alpha
+        )
+        self.target_entropy = (
+            -float(actor.action_dim) if cfg.target_entropy is None else cfg.target_entropy
+        )
+        # Fused Adam: one kernel per step instead of a loop over tensors (3x faster on CPU).
+        adam = lambda params, lr: torch.optim.Adam(  # noqa: E731
+            params, lr=lr, eps=cfg.adam_eps, fused=True
+        )
+        self.actor_optimizer = adam(actor.actor.parameters(), cfg.lr)
+        self.critic_optimizer = adam(self.critic.parameters(), cfg.critic_lr or cfg.lr)
+        self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr or cfg.lr)
+        self._params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+
+    def critic_target_value(self, batch: TensorDict, alpha: torch.Tensor) -> torch.Tensor:
+        """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s').
+
+        Shape: returns [B]
+        """
+        cfg, actor = self.cfg, self.actor
+        with torch.no_grad():
+            next_x = actor.normalize(batch[NEXT_OBS])
+            next_action, next_log_prob = actor.sample_normalized(next_x, self.generator)
+            next_q = self.critic_target(next_x, next_action).amin(0)
+            soft_value = next_q - alpha * next_log_prob
+            keep = (~batch[TERMINATED]).float()
+            return batch[REWARD] * cfg.reward_scale + cfg.gamma * keep * soft_value
+
+    def update(self, batch: TensorDict) -> torch.Tensor:
+        """One gradient step of critics, actor and temperature, then the target update.
+
+        Returns the detached stats in `metric_names` order (no host sync).
+        """
+        actor = self.actor
+        alpha = self.log_alpha.detach().exp()
+        target = self.critic_target_value(batch, alpha)
+        x = actor.normalize(batch[OBS])
+        q = self.critic(x, actor.from_env(batch[ACTION]))
+        critic_loss = 0.5 * (q - target).square().mean(1).sum()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        self.critic.requires_grad_(False)  # the actor's loss moves the actor alone
+        action, log_prob = actor.sample_normalized(x, self.generator)
+        q_pi = self.critic(x, action).amin(0)
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        self.critic.requires_grad_(True)
+
+        log_prob = log_prob.detach()
+        alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        if self.cfg.autotune_alpha:
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+        self.update_targets()
+        return torch.stack(
+            [
+                critic_loss.detach(),
+                actor_loss.detach(),
+                alpha_loss.detach(),
+                alpha,
+                q[0].detach().mean(),
+                -log_prob.mean(),
+            ]
+        )
+
+    @torch.no_grad()
+    def update_targets(self) -> None:
+        """Polyak: target <- target + tau (online - target)."""
+        torch._foreach_lerp_(self._target_params, self._params, self.cfg.tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])

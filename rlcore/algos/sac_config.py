@@ -1,0 +1,52 @@
+"""SAC's configuration and registration, apart from the algorithm so reading it needs no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlcore.algos.config import _checker
+from rlcore.algos.registry import AlgorithmSpec, register_algorithm
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Soft Actor-Critic for continuous (Box) actions.
+
+    `lr` is the actor's step size; `critic_lr` and `alpha_lr` default to it. `init_alpha`
+    is the entropy temperature at the start; with `autotune_alpha` it is learned so that
+    the policy's entropy tracks `target_entropy` (null: -|A|, Haarnoja et al., 2018b).
+    `critic_hidden_sizes` (null: `policy.hidden_sizes`) sizes the twin Q networks.
+    The replay buffer and the update-to-data ratio are the `replay` section's.
+    """
+
+    gamma: float = 0.99
+    tau: float = 0.005
+    lr: float = 3e-4
+    critic_lr: float | None = None
+    alpha_lr: float | None = None
+    init_alpha: float = 1.0
+    autotune_alpha: bool = True
+    target_entropy: float | None = None
+    reward_scale: float = 1.0
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    adam_eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        check = _checker("sac", self)
+        check(0.0 < self.gamma <= 1.0, "gamma", "in (0, 1]")
+        check(0.0 < self.tau <= 1.0, "tau", "in (0, 1]")
+        check(self.lr > 0, "lr", "> 0")
+        check(self.critic_lr is None or self.critic_lr > 0, "critic_lr", "> 0 or null")
+        check(self.alpha_lr is None or self.alpha_lr > 0, "alpha_lr", "> 0 or null")
+        check(self.init_alpha > 0, "init_alpha", "> 0")
+        check(self.reward_scale > 0, "reward_scale", "> 0")
+        check(self.adam_eps > 0, "adam_eps", "> 0")
+        sizes = self.critic_hidden_sizes
+        check(
+            sizes is None or (len(sizes) > 0 and all(h > 0 for h in sizes)),
+            "critic_hidden_sizes",
+            "positive ints or null",
+        )
+
+
+register_algorithm(AlgorithmSpec("sac", SACConfig, "rlcore.algos.sac:SAC"))

@@ -1,0 +1,72 @@
+"""DataMixer: SAC batches drawn partly from an offline dataset, partly from online experience.
+
+LeRobot's `OnlineOfflineMixer` idea: the learner asks for one batch; a fixed share of its
+rows comes from the offline buffer (demonstrations, a recorded policy) and the rest from
+the online replay buffer, in one preallocated batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.replay import ReplayBuffer
+
+
+class DataMixer:
+    """Batches with `round(offline_fraction * B)` offline rows first, online rows after.
+
+    Fraction 0 (or no offline buffer) samples online only; fraction 1 samples offline only
+    (offline training: the online buffer may stay empty). The returned batch is reused by
+    the next `sample` of the same size.
+    """
+
+    def __init__(
+        self, online: ReplayBuffer, offline: ReplayBuffer | None, offline_fraction: float
+    ) -> None:
+        if not 0.0 <= offline_fraction <= 1.0:
+            raise ValueError(f"offline_fraction must be in [0, 1], got {offline_fraction}")
+        if offline is None and offline_fraction > 0:
+            raise ValueError("offline_fraction > 0 needs an offline buffer")
+        if offline is not None:
+            _check_same_layout(online, offline)
+        self.online, self.offline = online, offline
+        self.offline_fraction = offline_fraction
+        self._batches: dict[int, tuple[TensorDict, TensorDict | None, TensorDict | None]] = {}
+
+    def sample(self, batch_size: int) -> TensorDict:
+        """One batch of `batch_size` transitions (offline rows first)."""
+        cached = self._batches.get(batch_size)
+        if cached is None:
+            k = round(self.offline_fraction * batch_size)
+            batch = self.online.empty_batch(batch_size)
+            cached = (batch, batch[:k] if k else None, batch[k:] if k < batch_size else None)
+            self._batches[batch_size] = cached
+        batch, offline_rows, online_rows = cached
+        if offline_rows is not None:
+            assert self.offline is not None
+            self.offline.sample(offline_rows.batch_size[0], out=offline_rows)
+        if online_rows is not None:
+            self.online.sample(online_rows.batch_size[0], out=online_rows)
+        return batch
+
+
+def _check_same_layout(online: ReplayBuffer, offline: ReplayBuffer) -> None:
+    """Both buffers hold the same keys, shapes and dtypes; the error names what differs."""
+    online_keys, offline_keys = set(online.storage.keys()), set(offline.storage.keys())
+    if online_keys != offline_keys:
+        raise ValueError(
+            f"the offline dataset holds {sorted(offline_keys)}, the env's transitions "
+            f"{sorted(online_keys)}"
+        )
+    for key, mine in online.storage.items():  # obs first: the likeliest to differ
+        theirs = offline.storage[key]
+        if mine.shape[1:] != theirs.shape[1:] or mine.dtype != theirs.dtype:
+            raise ValueError(
+                f"the offline dataset's {key} is {_describe(theirs)} but the env's is "
+                f"{_describe(mine)}"
+            )
+
+
+def _describe(column: torch.Tensor) -> str:
+    return f"{str(column.dtype).removeprefix('torch.')} of shape {list(column.shape[1:])}"

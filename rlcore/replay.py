@@ -1,0 +1,249 @@
+"""ReplayBuffer: a preallocated circular store of transitions on the training device.
+
+Storage is one TensorDict of batch shape `[capacity]`, allocated once:
+
+| key          | shape            | dtype            | meaning                                  |
+|--------------|------------------|------------------|------------------------------------------|
+| `obs`        | [C, D]           | float32          | observation the action was taken from    |
+| `action`     | [C, A] or [C]    | float32 / int64  | the action, in the env's own space       |
+| `reward`     | [C]              | float32          | reward of the transition                 |
+| `next_obs`   | [C, D]           | float32          | the observation the transition led to    |
+| `terminated` | [C]              | bool             | the MDP ended: never bootstrap           |
+| `truncated`  | [C]              | bool             | the time limit ended it (statistics)     |
+| `success`    | [C]              | bool             | envs that report success (statistics)    |
+
+`next_obs` is the true successor, also where an episode ended: for a done transition it is
+the env's final observation, never the first observation of the next episode that an
+auto-resetting env shows at `t + 1`. A learner bootstraps from `next_obs` exactly when
+`terminated` is false, so a time-limit end (truncated, not terminated) always bootstraps and
+a terminal one never does.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import gymnasium.spaces as spaces
+import torch
+from tensordict import TensorDict
+
+from rlcore.envs.base import BatchedEnv
+from rlcore.rollout import (
+    ACTION,
+    DONE,
+    FINAL_OBS,
+    MASK,
+    OBS,
+    REWARD,
+    SUCCESS,
+    TERMINATED,
+    TRUNCATED,
+    num_steps,
+)
+
+NEXT_OBS = "next_obs"
+
+
+class ReplayBuffer:
+    """Circular buffer of transitions with uniform sampling from the run's generator.
+
+    Nothing is allocated after construction in the steady state: `add_rollout` writes
+    straight into the storage (at most two slices per key, where the cursor wraps), and
+    `sample` gathers into a batch allocated on the first call of each batch size and reused
+    afterwards, so a returned batch is overwritten by the next `sample` of that size.
+
+    Thread safety: every method that reads or writes the storage holds one lock, so a
+    prefetching thread's `sample` sees each transition either entirely before or entirely
+    after a concurrent `add`: never a transition whose fields come from different adds.
+    The returned batch itself is not protected: a thread consumes it before its next sample.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device | str,
+        generator: torch.Generator,
+        with_success: bool = False,
+    ) -> None:
+        if type(capacity) is not int or capacity <= 0:
+            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        self.capacity, self.generator = capacity, generator
+        self.device = torch.device(device)
+
+        def column(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(capacity, *shape, dtype=dtype, device=self.device)
+
+        fields = {
+            OBS: column(obs_dim),
+            ACTION: column(*action_shape, dtype=action_dtype),
+            REWARD: column(),
+            NEXT_OBS: column(obs_dim),
+            TERMINATED: column(dtype=torch.bool),
+            TRUNCATED: column(dtype=torch.bool),
+        }
+        if with_success:
+            fields[SUCCESS] = column(dtype=torch.bool)
+        self.storage = TensorDict(fields, batch_size=[capacity], device=self.device)
+        self.cursor = 0  # where the next transition goes
+        self.size = 0  # filled slots
+        self._lock = threading.Lock()
+        self._batches: dict[int, TensorDict] = {}
+        self._indices: dict[int, torch.Tensor] = {}
+
+    @staticmethod
+    def for_env(env: BatchedEnv, capacity: int, generator: torch.Generator) -> ReplayBuffer:
+        """A buffer shaped for `env`'s observations and actions, on its device."""
+        discrete = isinstance(env.action_space, spaces.Discrete)
+        return ReplayBuffer(
+            capacity,
+            env.obs_dim,
+            () if discrete else (env.action_dim,),
+            torch.int64 if discrete else torch.float32,
+            env.device,
+            generator,
+            with_success=env.has_success,
+        )
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nominal_bytes(self) -> int:
+        """Bytes held by the storage."""
+        return sum(t.numel() * t.element_size() for t in self.storage.values())
+
+    def _slices(self, count: int) -> list[tuple[slice, slice]]:
+        """(storage rows, source rows) pairs for `count` transitions at the cursor."""
+        first = min(count, self.capacity - self.cursor)
+        pairs = [(slice(self.cursor, self.cursor + first), slice(0, first))]
+        if first < count:
+            pairs.append((slice(0, count - first), slice(first, count)))
+        return pairs
+
+    def _advance(self, count: int) -> None:
+        self.cursor = (self.cursor + count) % self.capacity
+        self.size = min(self.size + count, self.capacity)
+
+    def add(self, batch: TensorDict) -> None:
+        """Append the transitions of `batch` (batch shape [B], the storage's keys).
+
+        With B above the capacity only the last `capacity` ones are kept.
+        """
+        with self._lock:
+            count = batch.batch_size[0]
+            if count > self.capacity:
+                batch, count = batch[count - self.capacity :], self.capacity
+            for rows, source in self._slices(count):
+                for key, column in self.storage.items():
+                    column[rows].copy_(batch[key][source])
+            self._advance(count)
+
+    def add_rollout(self, rollout: TensorDict) -> None:
+        """Append the N x T transitions of a filled rollout, time step by time step.
+
+        `next_obs` is `final_obs[:, t]` where the transition is done and `obs[:, t + 1]`
+        elsewhere, written straight into the storage. A rollout with `mask` (an env with
+        invalid steps) keeps only the valid transitions; that path allocates.
+        """
+        horizon = num_steps(rollout)
+        # Time-major [T, N, ...] views; contiguous in the rollout's own storage order.
+        obs = rollout[OBS].transpose(0, 1)
+        done = rollout[DONE].transpose(0, 1)[:horizon].reshape(-1)
+        flat = {
+            OBS: obs[:horizon].flatten(0, 1),
+            ACTION: rollout[ACTION].transpose(0, 1)[:horizon].flatten(0, 1),
+            REWARD: rollout[REWARD].transpose(0, 1)[:horizon].reshape(-1),
+            TERMINATED: rollout[TERMINATED].transpose(0, 1)[:horizon].reshape(-1),
+            TRUNCATED: rollout[TRUNCATED].transpose(0, 1)[:horizon].reshape(-1),
+        }
+        if SUCCESS in self.storage:
+            flat[SUCCESS] = rollout[SUCCESS].transpose(0, 1)[:horizon].reshape(-1)
+        following = obs[1:].flatten(0, 1)
+        final = rollout[FINAL_OBS].transpose(0, 1)[:horizon].flatten(0, 1)
+        if MASK in rollout:
+            valid = rollout[MASK].transpose(0, 1)[:horizon].reshape(-1)
+            flat = {key: value[valid] for key, value in flat.items()}
+            done, following, final = done[valid], following[valid], final[valid]
+        with self._lock:
+            count = done.shape[0]
+            if count > self.capacity:
+                skip = count - self.capacity
+                flat = {key: value[skip:] for key, value in flat.items()}
+                done, following, final = done[skip:], following[skip:], final[skip:]
+                count = self.capacity
+            for rows, source in self._slices(count):
+                for key, value in flat.items():
+                    self.storage[key][rows].copy_(value[source])
+                torch.where(
+                    done[source].unsqueeze(-1),
+                    final[source],
+                    following[source],
+                    out=self.storage[NEXT_OBS][rows],
+                )
+            self._advance(count)
+
+    def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict:
+        """Draw `batch_size` transitions uniformly (with replacement) from the filled slots.
+
+        Writes into `out` (batch shape [batch_size], the storage's keys) if given, else into
+        this buffer's reused batch of that size.
+        """
+        if out is None:
+            out = self._batches.get(batch_size)
+            if out is None:
+                out = self._batches[batch_size] = self.empty_batch(batch_size)
+        index = self._indices.get(batch_size)
+        if index is None:
+            index = torch.empty(batch_size, dtype=torch.int64, device=self.device)
+            self._indices[batch_size] = index
+        with self._lock:
+            if self.size == 0:
+                raise ValueError("cannot sample from an empty replay buffer")
+            torch.randint(self.size, (batch_size,), generator=self.generator, out=index)
+            for key, column in self.storage.items():
+                torch.index_select(column, 0, index, out=out[key])
+        return out
+
+    def empty_batch(self, batch_size: int) -> TensorDict:
+        """An uninitialised batch with the storage's keys, shapes and dtypes."""
+        return TensorDict(
+            {
+                key: torch.empty(batch_size, *c.shape[1:], dtype=c.dtype, device=self.device)
+                for key, c in self.storage.items()
+            },
+            batch_size=[batch_size],
+            device=self.device,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled rows (on the CPU), cursor and size: exact resume of the buffer."""
+        with self._lock:
+            return {
+                "capacity": self.capacity,
+                "cursor": self.cursor,
+                "size": self.size,
+                "storage": {k: v[: self.size].cpu().clone() for k, v in self.storage.items()},
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned, in place (the storage keeps its identity)."""
+        if state["capacity"] != self.capacity:
+            raise ValueError(
+                f"replay state of capacity {state['capacity']} does not fit a buffer of "
+                f"capacity {self.capacity}"
+            )
+        with self._lock:
+            size = int(state["size"])
+            for key, column in self.storage.items():
+                saved = state["storage"][key]
+                if saved.shape[1:] != column.shape[1:] or saved.dtype != column.dtype:
+                    raise ValueError(
+                        f"replay state's {key} is {saved.dtype} {list(saved.shape[1:])}, the "
+                        f"buffer's {column.dtype} {list(column.shape[1:])}"
+                    )
+                column[:size].copy_(saved)
+            self.cursor, self.size = int(state["cursor"]), size

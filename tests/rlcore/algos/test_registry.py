@@ -1,0 +1,71 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlcore.algos.registry import (
+    AlgorithmSpec,
+    UnknownAlgorithmError,
+    algorithm_names,
+    algorithm_spec,
+    register_algorithm,
+    section_name,
+)
+from rlcore.checkpoint import load_checkpoint
+
+REPO = Path(__file__).resolve().parents[3]
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+
+
+def test_builtins_are_registered_without_importing_torch():
+    code = (
+        "import sys; from rlcore.algos.registry import algorithm_names;"
+        "print(algorithm_names(), 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['grpo', 'ppo', 'sac'] False"
+
+
+def test_unknown_name_lists_the_registered_ones():
+    with pytest.raises(UnknownAlgorithmError, match=r"choose one of \['grpo', 'ppo', 'sac'"):
+        algorithm_spec("a2c")
+
+
+def test_a_name_is_registered_once():
+    spec = algorithm_spec("ppo")
+    assert register_algorithm(spec) is spec  # the same spec again is harmless
+    with pytest.raises(ValueError, match="already registered"):
+        register_algorithm(AlgorithmSpec("ppo", dict, "elsewhere:PPO"))
+    assert "ppo" in algorithm_names()
+
+
+def test_module_names_select_their_params_section():
+    assert section_name("my_pkg.algos:reinforce") == "reinforce"
+    assert section_name("sac") == "sac"
+
+
+def test_an_algorithm_from_a_user_module_trains_through_the_cli(tmp_path):
+    # Nothing in the package knows `toy`: the name imports the module, which registers it.
+    params = {
+        "name": "toy",
+        "seeds": [0],
+        "env": {"name": "cartpole", "num_envs": 4},
+        "policy": {"hidden_sizes": [8]},
+        "algorithm": {"name": "toy_algorithm:toy", "toy": {"lr": 0.01}},
+        "trainer": {"total_env_steps": 4 * 8 * 3, "num_steps": 8, "eval_episodes": 2},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {"PYTHONPATH": f"{REPO}:{PLUGINS}", "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "pipelines", "train", "--seed", "0"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((tmp_path / "metrics/seeds/0/train.json").read_text())
+    assert metrics["iterations"] == 3 and metrics["env_steps"] == 96
+    checkpoint = load_checkpoint(tmp_path / "outputs/seeds/0/checkpoints/final.pt")
+    assert checkpoint["algo"]["updates"] == 3  # the toy's own update ran every iteration
+    command = [sys.executable, "-m", "pipelines", "evaluate", "--seed", "0"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr

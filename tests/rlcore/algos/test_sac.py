@@ -1,0 +1,125 @@
+import math
+
+import gymnasium.spaces as spaces
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rlcore.algos.sac import SAC, TwinQ
+from rlcore.algos.sac_config import SACConfig
+from rlcore.config import PolicyConfig
+from rlcore.errors import ConfigError
+from rlcore.policies import SquashedGaussianActor
+from rlcore.replay import NEXT_OBS
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
+
+BOX = spaces.Box(
+    low=np.array([-2.0, 0.0], np.float32), high=np.array([2.0, 1.0], np.float32), dtype=np.float32
+)
+
+
+def make_sac(gamma=0.9, tau=0.005, seed=0):
+    torch.manual_seed(seed)
+    actor = SquashedGaussianActor(3, BOX, PolicyConfig(hidden_sizes=(8,), activation="relu"))
+    cfg = SACConfig(gamma=gamma, tau=tau)
+    return SAC(actor, cfg, (8,), "relu", torch.Generator().manual_seed(seed))
+
+
+def test_target_bootstraps_truncated_but_not_terminated_transitions(monkeypatch):
+    sac = make_sac(gamma=0.9)
+    # Fixed next-state log-probabilities and target Q values (two critics, two samples).
+    next_log_prob = torch.tensor([-1.0, -2.0])
+    monkeypatch.setattr(
+        sac.actor, "sample_normalized", lambda x, g=None: (torch.zeros(2, 2), next_log_prob)
+    )
+    monkeypatch.setattr(sac, "critic_target", lambda x, a: torch.tensor([[2.0, 4.0], [3.0, 5.0]]))
+    batch = TensorDict(
+        {
+            NEXT_OBS: torch.zeros(2, 3),
+            REWARD: torch.tensor([1.0, 0.5]),
+            # Transition 0 terminated; transition 1 was cut by the time limit (truncated).
+            TERMINATED: torch.tensor([True, False]),
+        },
+        batch_size=[2],
+    )
+    target = sac.critic_target_value(batch, alpha=torch.tensor(0.2))
+    # 0: r only = 1.0.  1: min(4, 5) - 0.2 * (-2) = 4.4; 0.5 + 0.9 * 4.4 = 4.46.
+    torch.testing.assert_close(target, torch.tensor([1.0, 4.46]))
+
+
+def test_squashed_log_prob_matches_a_numerical_change_of_variables():
+    torch.manual_seed(1)
+    actor = SquashedGaussianActor(3, BOX, PolicyConfig(hidden_sizes=(8,))).double()
+    x = torch.randn(5, 3, dtype=torch.float64)
+    squashed, log_prob = actor.sample_normalized(x, torch.Generator().manual_seed(2))
+    mean, log_std = actor._mean_log_std(x)
+    u = torch.atanh(squashed)
+    gaussian = torch.distributions.Normal(mean, log_std.exp()).log_prob(u).sum(-1)
+    # d tanh(u) / du by central differences: the density of a = tanh(u) is p(u) / |da/du|.
+    h = 1e-6
+    slope = (torch.tanh(u + h) - torch.tanh(u - h)) / (2 * h)
+    reference = gaussian - slope.log().sum(-1)
+    torch.testing.assert_close(log_prob, reference, rtol=1e-6, atol=1e-6)
+
+
+def test_actions_lie_in_the_box_and_map_back_onto_the_unit_cube():
+    actor = SquashedGaussianActor(3, BOX, PolicyConfig(hidden_sizes=(8,)))
+    out = actor.act(torch.randn(1000, 3) * 10, torch.Generator().manual_seed(0))
+    low, high = torch.as_tensor(BOX.low), torch.as_tensor(BOX.high)
+    assert ((out.action >= low) & (out.action <= high)).all()
+    unit = actor.from_env(out.action)
+    assert unit.abs().max() <= 1.0 + 1e-6
+    torch.testing.assert_close(actor.to_env(unit), out.action)
+
+
+def test_target_networks_move_by_exactly_tau():
+    sac = make_sac(tau=0.25)
+    with torch.no_grad():
+        for target in sac.critic_target.parameters():
+            target.fill_(1.0)
+        for online in sac.critic.parameters():
+            online.fill_(3.0)
+    sac.update_targets()
+    for target in sac.critic_target.parameters():
+        # 1 + 0.25 * (3 - 1) = 1.5
+        assert torch.equal(target, torch.full_like(target, 1.5))
+
+
+def test_twin_critics_are_independent_networks():
+    critic = TwinQ(3, 2, (8, 8), "relu")
+    q = critic(torch.randn(4, 3), torch.randn(4, 2))
+    assert q.shape == (2, 4) and not torch.equal(q[0], q[1])
+
+
+def test_one_update_moves_actor_critic_and_temperature_and_reports_fixed_names():
+    sac = make_sac()
+    batch = TensorDict(
+        {
+            OBS: torch.randn(16, 3),
+            ACTION: torch.rand(16, 2),
+            REWARD: torch.randn(16),
+            NEXT_OBS: torch.randn(16, 3),
+            TERMINATED: torch.zeros(16, dtype=torch.bool),
+        },
+        batch_size=[16],
+    )
+    before = [p.clone() for p in [*sac.actor.parameters(), *sac.critic.parameters()]]
+    alpha = sac.log_alpha.item()
+    stats = sac.update(batch)
+    after = [*sac.actor.parameters(), *sac.critic.parameters()]
+    assert all(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert sac.log_alpha.item() != alpha
+    assert stats.shape == (len(SAC.metric_names),) and torch.isfinite(stats).all()
+    assert SAC.metric_names == (
+        "loss/critic", "loss/actor", "loss/alpha", "stats/alpha", "stats/q_mean", "stats/entropy"
+    )  # fmt: skip
+    assert stats[3].item() == pytest.approx(math.exp(0.0))  # alpha before the step
+
+
+@pytest.mark.parametrize(
+    "space", [spaces.Discrete(3), spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)]
+)
+def test_sac_refuses_action_spaces_it_cannot_squash(space):
+    with pytest.raises(ConfigError, match=r"algorithm\.name 'sac'"):
+        SAC.make_policy(3, space, PolicyConfig(), SACConfig())

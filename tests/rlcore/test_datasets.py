@@ -1,0 +1,66 @@
+import json
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rlcore.datasets import DatasetError, check_dataset_fits, load_dataset, save_dataset
+from rlcore.replay import NEXT_OBS, ReplayBuffer
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
+
+
+def buffer_of(ids, capacity):
+    buffer = ReplayBuffer(capacity, 2, (1,), torch.float32, "cpu", torch.Generator())
+    ids = torch.as_tensor(ids, dtype=torch.float32)
+    buffer.add(
+        TensorDict(
+            {
+                OBS: ids[:, None].expand(-1, 2).clone(),
+                ACTION: ids[:, None].clone(),
+                REWARD: ids.clone(),
+                NEXT_OBS: ids[:, None].expand(-1, 2) + 1,
+                TERMINATED: ids > 5,
+                TRUNCATED: ids == 3,
+            },
+            batch_size=[len(ids)],
+        )
+    )
+    return buffer
+
+
+def test_a_saved_dataset_loads_as_the_same_transitions_oldest_first(tmp_path):
+    buffer = buffer_of(list(range(7)), capacity=5)  # wrapped: holds 2..6, cursor mid-way
+    save_dataset(tmp_path / "data", buffer, source={"env": "pendulum"})
+    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    assert meta["transitions"] == 5 and meta["source"] == {"env": "pendulum"}
+    loaded = load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    assert len(loaded) == 5 and loaded.storage[REWARD].tolist() == [2, 3, 4, 5, 6]
+    assert loaded.storage[TERMINATED].tolist() == [False, False, False, False, True]
+    assert torch.equal(loaded.storage[NEXT_OBS], loaded.storage[OBS] + 1)
+
+
+def test_saving_again_replaces_the_dataset_whole(tmp_path):
+    save_dataset(tmp_path / "data", buffer_of([1, 2, 3], 3), source={})
+    save_dataset(tmp_path / "data", buffer_of([9], 1), source={})
+    assert load_dataset(tmp_path / "data", "cpu", torch.Generator()).storage[REWARD].tolist() == [9]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no temporaries left
+
+
+def test_meta_checks_name_the_mismatch_before_loading(tmp_path):
+    save_dataset(tmp_path / "data", buffer_of([1, 2], 2), source={})
+    assert check_dataset_fits(tmp_path / "data", 2, (1,), torch.float32)["transitions"] == 2
+    with pytest.raises(DatasetError, match=r"obs has shape \[2\] but the env's is \[3\]"):
+        check_dataset_fits(tmp_path / "data", 3, (1,), torch.float32)
+    with pytest.raises(DatasetError, match=r"action is float32 \[1\] but the env's is int64 \[\]"):
+        check_dataset_fits(tmp_path / "data", 2, (), torch.int64)
+
+
+def test_a_missing_or_damaged_dataset_is_one_clear_error(tmp_path):
+    with pytest.raises(
+        DatasetError, match=r"replay.offline.path: dataset .*nowhere does not exist"
+    ):
+        check_dataset_fits(tmp_path / "nowhere", 2, (1,), torch.float32)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "meta.json").write_text("{not json")
+    with pytest.raises(DatasetError, match=r"meta\.json is missing or damaged"):
+        load_dataset(tmp_path / "broken", "cpu", torch.Generator())

@@ -1,0 +1,48 @@
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rlcore.mixer import DataMixer
+from rlcore.replay import NEXT_OBS, ReplayBuffer
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
+
+
+def filled(value, obs_dim=3, size=20):
+    buffer = ReplayBuffer(size, obs_dim, (2,), torch.float32, "cpu", torch.Generator())
+    ones = torch.ones(size)
+    buffer.add(
+        TensorDict(
+            {
+                OBS: torch.full((size, obs_dim), value),
+                ACTION: torch.zeros(size, 2),
+                REWARD: ones * value,
+                NEXT_OBS: torch.zeros(size, obs_dim),
+                TERMINATED: torch.zeros(size, dtype=torch.bool),
+                TRUNCATED: torch.zeros(size, dtype=torch.bool),
+            },
+            batch_size=[size],
+        )
+    )
+    return buffer
+
+
+@pytest.mark.parametrize(("fraction", "offline_rows"), [(0.0, 0), (0.25, 16), (1.0, 64)])
+def test_a_batch_takes_its_share_of_rows_from_the_offline_data(fraction, offline_rows):
+    mixer = DataMixer(filled(1.0), filled(-1.0), fraction)
+    reward = mixer.sample(64)[REWARD]
+    # Offline rows (reward -1) come first, online rows (+1) after.
+    assert reward.tolist() == [-1.0] * offline_rows + [1.0] * (64 - offline_rows)
+
+
+def test_offline_only_training_needs_no_online_data():
+    empty = ReplayBuffer(5, 3, (2,), torch.float32, "cpu", torch.Generator())
+    assert (DataMixer(empty, filled(-1.0), 1.0).sample(8)[REWARD] == -1).all()
+    with pytest.raises(ValueError, match="empty replay buffer"):
+        DataMixer(empty, filled(-1.0), 0.5).sample(8)
+
+
+def test_a_dataset_of_another_shape_is_refused_naming_the_key():
+    with pytest.raises(ValueError, match=r"offline dataset's obs is .* shape \[5\] but the env's"):
+        DataMixer(filled(1.0), filled(-1.0, obs_dim=5), 0.5)
+    with pytest.raises(ValueError, match="needs an offline buffer"):
+        DataMixer(filled(1.0), None, 0.5)

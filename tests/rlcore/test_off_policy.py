@@ -1,0 +1,120 @@
+import dataclasses
+
+import pytest
+import torch
+
+from rlcore.algos.sac_config import SACConfig
+from rlcore.config import (
+    EnvConfig,
+    ExperimentConfig,
+    OfflineConfig,
+    PolicyConfig,
+    ReplayConfig,
+    TrainerConfig,
+)
+from rlcore.datasets import DatasetError, save_dataset
+from rlcore.envs import make_env
+from rlcore.errors import ConfigError
+from rlcore.policies import UniformRandomPolicy
+from rlcore.presets import SAC_PRESETS
+from rlcore.recording import record_transitions
+from rlcore.trainer import Trainer
+
+
+def small_sac(env="pendulum", save_buffer=None, offline=None, **trainer):
+    return ExperimentConfig(
+        env=EnvConfig(env, num_envs=4),
+        policy=PolicyConfig(hidden_sizes=(16, 16), activation="relu", normalize_obs=True),
+        trainer=TrainerConfig(
+            total_env_steps=4 * 8 * 10, num_steps=8, eval_every_iters=5, eval_episodes=2,
+            **trainer,
+        ),
+        algorithm="sac",
+        algo=SACConfig(lr=1e-3),
+        replay=ReplayConfig(
+            capacity=200, batch_size=32, warmup_steps=64, updates_per_step=0.5,
+            save_in_checkpoint=save_buffer, offline=offline,
+        ),
+    )  # fmt: skip
+
+
+def state(trainer):
+    parts = [*trainer.policy.state_dict().values(), *trainer.algo.critic.state_dict().values()]
+    parts += [*trainer.algo.critic_target.state_dict().values(), trainer.algo.log_alpha]
+    return torch.cat([p.detach().flatten().double() for p in parts])
+
+
+@pytest.mark.parametrize("env", ["pendulum", "push_cube"])
+def test_interrupted_sac_resumes_bit_identically_buffer_included(tmp_path, env):
+    cfg = small_sac(env)  # 10 iterations; the 200-slot buffer wraps after 7
+    straight = Trainer(cfg)
+    straight.run()
+    # 0.5 per env step from the iteration that completes the 64 warm-up steps (the 2nd) on.
+    assert straight.replay.updates == 9 * 16
+
+    first = Trainer(cfg)
+    first.run(max_iters=6, checkpoint_path=tmp_path / "ckpt.pt")
+    resumed = Trainer(cfg)
+    resumed.load(tmp_path / "ckpt.pt")
+    resumed.run()
+    assert torch.equal(state(straight), state(resumed))
+    assert torch.equal(straight.replay.buffer.storage["obs"], resumed.replay.buffer.storage["obs"])
+
+
+def test_without_the_buffer_in_the_checkpoint_a_resume_starts_empty(tmp_path, caplog):
+    cfg = small_sac(save_buffer=False)
+    Trainer(cfg).run(max_iters=4, checkpoint_path=tmp_path / "ckpt.pt")
+    resumed = Trainer(cfg)
+    resumed.load(tmp_path / "ckpt.pt")
+    assert len(resumed.replay.buffer) == 0 and resumed.replay.env_steps == 4 * 32
+    assert "without the replay buffer" in caplog.text
+
+
+def test_sac_learns_pendulum_in_a_small_budget():
+    # The preset's settings, cut at 4k env steps (~10 s on one CPU thread).
+    cfg = SAC_PRESETS["pendulum"]
+    cfg = dataclasses.replace(
+        cfg, trainer=dataclasses.replace(cfg.trainer, total_env_steps=4_000, eval_every_iters=0)
+    )
+    result = Trainer(cfg).run()
+    # A random policy scores about -1,200 on Pendulum; learning gets within -400.
+    assert result.eval_metrics["eval/episode_return"] >= -400
+
+
+def test_sac_on_a_discrete_env_is_refused_before_training():
+    with pytest.raises(ConfigError, match="needs a continuous"):
+        Trainer(small_sac("cartpole"))
+
+
+def random_dataset(tmp_path, env_name="pendulum", steps=512):
+    env = make_env(EnvConfig(env_name, num_envs=4))
+    policy = UniformRandomPolicy(env.obs_dim, env.action_space)
+    buffer, _ = record_transitions(env, policy, steps, seed=7)
+    save_dataset(tmp_path / "data", buffer, source={"env": env_name})
+    return str(tmp_path / "data")
+
+
+def test_offline_only_training_takes_no_env_steps(tmp_path):
+    path = random_dataset(tmp_path)
+    trainer = Trainer(small_sac(offline=OfflineConfig(path, fraction=1.0)))
+    before = state(trainer)
+    result = trainer.run()
+    assert result.env_steps == 0 and trainer.replay.env_steps == 0
+    assert len(trainer.replay.buffer) == 0  # nothing online was stored
+    assert trainer.replay.updates == 10 * 16  # 0.5 x 32 per iteration, no warm-up
+    assert not torch.equal(before, state(trainer))
+
+
+def test_mixed_offline_and_online_batches_train(tmp_path):
+    path = random_dataset(tmp_path)
+    trainer = Trainer(small_sac(offline=OfflineConfig(path, fraction=0.5)))
+    trainer.run()
+    assert len(trainer.replay.buffer) == 200 and trainer.replay.updates > 0
+
+
+def test_a_dataset_of_another_env_is_refused_naming_the_key(tmp_path):
+    path = random_dataset(tmp_path, env_name="push_cube")  # obs of another size
+    with pytest.raises(DatasetError, match=r"replay.offline.path: .*obs has shape"):
+        Trainer(small_sac(offline=OfflineConfig(path, fraction=0.5)))
+    with pytest.raises(DatasetError, match="does not exist"):
+        Trainer(small_sac(offline=OfflineConfig(str(tmp_path / "missing"), fraction=0.5)))
