@@ -3,7 +3,8 @@
 Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run per seed of
 `seeds`), video, report; collect (data/dvc.yaml: an offline dataset for `replay.offline`);
 and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
-`compare [RUN ...]`: a report across experiments and revisions.
+`compare [RUN ...]`: a report across experiments and revisions. `import-config FILE.json`:
+an EmbodiChain training config as params.yaml.
 Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
 """
@@ -188,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.serve import serve_main
 
         return serve_main(argv[1:])
+    if argv and argv[0] == "import-config":
+        from pipelines.import_config import import_config_main
+
+        return import_config_main(argv[1:])
     if argv and argv[0] == "compare":
         from pipelines.compare import compare_main
 
@@ -197,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=[*STAGES, "search", "compare", "flow", "serve"])
+    parser.add_argument(
+        "command", choices=[*STAGES, "search", "compare", "import-config", "flow", "serve"]
+    )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument(
         "--seed", type=int, help="train/evaluate: which of `seeds` (default: the first)"

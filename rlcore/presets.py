@@ -114,7 +114,35 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
         algo=SACConfig(lr=1e-3),
         replay=ReplayConfig(capacity=100_000, batch_size=256, warmup_steps=1_000),
     ),
+    # PushCube: the same recipe on 8 envs; success 0.9 is the target (episodes of 100 steps).
+    "push_cube": ExperimentConfig(
+        env=EnvConfig("push_cube", num_envs=8),
+        policy=PolicyConfig(hidden_sizes=(128, 128), activation="relu", normalize_obs=True),
+        trainer=TrainerConfig(
+            total_env_steps=300_000, num_steps=8, eval_every_iters=50, eval_episodes=64,
+            stop_at_eval_success=0.9,
+        ),
+        algorithm="sac",
+        algo=SACConfig(lr=1e-3),
+        replay=ReplayConfig(capacity=300_000, batch_size=256, warmup_steps=5_000),
+    ),
+    # Native MuJoCo HalfCheetah: RL Zoo's HalfCheetah settings (256x256, lr 3e-4, batch 256,
+    # 10k random warm-up steps, one gradient step per env step) on 4 envs x 4 steps.
+    "mujoco_halfcheetah": ExperimentConfig(
+        env=EnvConfig("mujoco:HalfCheetah", num_envs=4, options={"nthread": 1}),
+        policy=PolicyConfig(hidden_sizes=(256, 256), activation="relu"),
+        trainer=TrainerConfig(
+            total_env_steps=1_000_000, num_steps=4, eval_every_iters=1_250, eval_episodes=8
+        ),
+        algorithm="sac",
+        algo=SACConfig(lr=3e-4),
+        replay=ReplayConfig(capacity=1_000_000, batch_size=256, warmup_steps=10_000),
+    ),
 }  # fmt: skip
+# The same HalfCheetah experiment on Gymnasium's HalfCheetah-v5 through the bridge.
+SAC_PRESETS["gym_halfcheetah"] = dataclasses.replace(
+    SAC_PRESETS["mujoco_halfcheetah"], env=EnvConfig("gymnasium:HalfCheetah-v5", num_envs=4)
+)
 
 
 PRESETS_BY_ALGORITHM: dict[str, dict[str, ExperimentConfig]] = {
