@@ -1,223 +1,368 @@
-"""`python -m pipelines import-config train_config.json`: an EmbodiChain config as params.yaml.
+"""`python -m pipelines import-config`: an EmbodiChain training config (JSON) as a params.yaml.
 
-EmbodiChain's RL trainer reads one JSON file (`trainer`, `policy`, `algorithm: {name, cfg}`,
-and the env in an `env` section or the file `trainer.gym_config` names). This maps every
-setting that has an equivalent here onto `params.yaml`'s keys, converts units (EmbodiChain
-counts evaluation and checkpoint intervals in env steps, we in iterations; it sizes
-minibatches in samples, we count them), validates the result like any `params.yaml`, and
-lists every setting it could not carry over, in the output's header and on stdout.
+EmbodiChain configures a run as `{trainer, env, policy, algorithm: {name, cfg}}`, its env id
+either in an `env` section or in the file that `trainer.gym_config` names. Every key of the
+file ends up in one of two lists, both printed and written as the header of the output:
+imported (with the conversion, where there is one) or not imported (with why). Keys of the
+algorithm the file leaves out take EmbodiChain's defaults, as they did there; every other
+value of the output is this project's default. The result is validated by
+`pipelines.params.parse_params` before it is written.
+
+Exit codes: 0 written, 2 a bad input (one `error: <file>: <key>: <what to do>` line each).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
 import sys
-from dataclasses import dataclass, field
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipelines.files import write_text
-from pipelines.params import Params, ParamsError, parse_params
+from pipelines.params import ParamsError, parse_params
+from rlcore.config import ACTIVATION_NAMES, ENV_NAMES, EnvConfig, TrainerConfig
 
-ENV_IDS = {"PushCubeRL": "push_cube", "PushCube": "push_cube", "CartPoleRL": "cartpole"}
-ALGORITHMS = ("ppo", "grpo", "sac")
-# EmbodiChain's algorithm keys -> ours, where only the name differs.
-RENAMED = {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps"}
-SAME = {
-    "ppo": ("gamma", "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm", "target_kl"),
-    "grpo": (
-        "gamma", "ent_coef", "kl_coef", "group_size", "eps", "reset_every_rollout",
-        "max_grad_norm",
-    ),
-    "sac": ("gamma", "tau"),
+ENV_IDS = {"PushCubeRL": "push_cube"}  # EmbodiChain env id -> our builtin env
+
+# EmbodiChain's PPOCfg and GRPOCfg: the values of the keys a file leaves out.
+THEIR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ppo": {"learning_rate": 3e-4, "n_epochs": 10, "batch_size": 64, "gamma": 0.99,
+            "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01, "vf_coef": 0.5,
+            "max_grad_norm": 0.5},
+    "grpo": {"learning_rate": 3e-4, "n_epochs": 10, "batch_size": 64, "gamma": 0.99,
+             "clip_coef": 0.2, "ent_coef": 0.0, "kl_coef": 0.02, "group_size": 4, "eps": 1e-8,
+             "reset_every_rollout": True, "max_grad_norm": 0.5, "truncate_at_first_done": True},
 }  # fmt: skip
-IGNORED_TRAINER = {
-    "headless": "rendering is always offscreen here",
-    "enable_rt": "no ray tracing here",
-    "gpu_id": "the device is env.device",
-    "use_wandb": "metrics go to DVC and Prefect, not Weights & Biases",
-    "wandb_project_name": "metrics go to DVC and Prefect, not Weights & Biases",
-    "events": "evaluation videos come from the `video` stage",
-    "distributed": "processes are runtime.processes",
+_SAME = ("gamma", "ent_coef", "max_grad_norm")
+RENAMES: dict[str, dict[str, str]] = {  # theirs -> ours, same meaning and units
+    "ppo": {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps",
+            "gae_lambda": "gae_lambda", **{key: key for key in _SAME}},
+    "grpo": {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps",
+             **{key: key for key in (*_SAME, "kl_coef", "group_size", "eps",
+                                     "reset_every_rollout")}},
+}  # fmt: skip
+POLICIES = {"ppo": "actor_critic", "grpo": "actor_only"}
+
+_SCENE = (
+    "EmbodiChain's simulated scene (robot, objects, events, rewards); push_cube is a builtin "
+    "planar task with fixed dynamics and reward"
+)
+_WANDB = "Weights & Biases logging; metrics go to metrics/ (DVC) and the report"
+WHY: dict[str, str] = {
+    "trainer.headless": "the simulator's viewer window; builtin envs have none",
+    "trainer.enable_rt": "the simulator's ray-traced rendering; no equivalent",
+    "trainer.gpu_id": "the simulator's GPU; here the one device is env.device",
+    "trainer.use_wandb": _WANDB,
+    "trainer.wandb_project_name": _WANDB,
+    "trainer.events": "EmbodiChain event functors (e.g. a camera recording evaluation); "
+    "the `video` stage records evaluation episodes (params `video`)",
+    "policy.action_dim": "the action size comes from the env's action space here",
+    "algorithm.cfg.device": "the device is env.device (from trainer.device)",
+    "env.cfg.actions": "action-manager terms of the simulated robot; push_cube's action is "
+    "a 2-D pusher velocity in [-1, 1]",
+    "env.cfg.extensions": "task parameters of EmbodiChain's PushCubeRL; push_cube's are "
+    "fixed (success within 5 cm of the goal, 100-step episodes)",
 }
 
 
 class ConfigImportError(ValueError):
-    """The file cannot be imported; the message names the key and what to do."""
+    """The file cannot be imported; each of `lines` is `key: what to do`."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
 
 
-@dataclass
-class Conversion:
-    """The params being built, with every setting that was not carried over and why."""
-
-    params: dict[str, Any] = field(default_factory=dict)
-    dropped: list[str] = field(default_factory=list)
-
-    def drop(self, where: str, why: str) -> None:
-        self.dropped.append(f"{where}: {why}")
+def _show(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else ("{...}" if isinstance(value, dict) else "[...]")
 
 
-def _env(config: dict[str, Any], source: Path, out: Conversion) -> tuple[str, dict[str, Any]]:
-    """The env id and its `cfg`, from `env` or the `trainer.gym_config` file."""
-    env = config.get("env")
-    where = "env"
-    if env is None and "gym_config" in config.get("trainer", {}):
-        path = source.parent / config["trainer"]["gym_config"]
-        if not path.is_file():
-            path = Path(config["trainer"]["gym_config"])
-        if not path.is_file():
+def _leftovers(node: dict[str, Any], used: set[str], prefix: str = "") -> list[str]:
+    """The paths under `node` that no mapping read (empty mappings and lists set nothing)."""
+    paths = []
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        if path in used or value in ({}, []):
+            continue
+        if isinstance(value, dict) and any(u.startswith(path + ".") for u in used):
+            paths += _leftovers(value, used, path + ".")
+        else:
+            paths.append(path)
+    return paths
+
+
+def _every_iters(freq: int, steps_per_iter: int) -> int:
+    """EmbodiChain acts after an iteration when `global_step % freq == 0`: how often that is."""
+    return freq // math.gcd(freq, steps_per_iter) if freq > 0 else 0
+
+
+class _Importer:
+    def __init__(self, config: dict[str, Any], source: Path) -> None:
+        self.config, self.source = config, source
+        self.data: dict[str, Any] = {}
+        self.used: set[str] = set()
+        self.imported: list[str] = []
+        self.dropped: list[str] = []
+        self.origins: dict[str, str] = {}  # our dotted key -> the JSON key it came from
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The value at `path` (marked as read), or `default` if absent."""
+        node: Any = self.config
+        for key in path.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        self.used.add(path)
+        return node
+
+    def count(self, path: str, default: int, minimum: int = 1) -> int:
+        value = self.get(path, default)
+        if type(value) is not int or value < minimum:
+            raise ConfigImportError([f"{path}: must be an integer >= {minimum}, got {value!r}"])
+        return value
+
+    def put(self, ours: str, value: Any, origin: str, how: str = "") -> None:
+        *parents, leaf = ours.split(".")
+        node = self.data
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+        if not origin.startswith(("EmbodiChain", "--")):
+            self.origins[ours] = origin
+        self.imported.append(f"{ours}: {_show(value)} <- {origin}" + (f" ({how})" if how else ""))
+
+    def drop(self, path: str, why: str, label: str = "") -> None:
+        self.used.add(path)
+        value = self.get(path)
+        self.dropped.append(f"{label or path} = {_show(value)}: {why}")
+
+    def run(self, env_override: str | None) -> None:
+        for section in ("trainer", "env", "policy", "algorithm"):
+            if not isinstance(self.config.get(section, {}), dict):
+                raise ConfigImportError([f"{section}: must be a JSON object"])
+        algo = self._algorithm_name()
+        self._identity()
+        num_envs = self._env(env_override)
+        num_steps = self._trainer(num_envs)
+        self._policy(algo)
+        self._algorithm(algo, num_envs * num_steps)
+        for path in _leftovers(self.config, self.used):
+            self.drop(path, WHY.get(path, "no equivalent here"))
+
+    def _algorithm_name(self) -> str:
+        name = self.get("algorithm.name")
+        if not isinstance(name, str) or name.lower() not in RENAMES:
             raise ConfigImportError(
-                f"trainer.gym_config: {config['trainer']['gym_config']} not found (looked "
-                f"beside {source} and in the working directory); pass --env NAME"
+                [f"algorithm.name: {name!r} has no equivalent here; use one of {sorted(RENAMES)}"]
             )
-        env, where = json.loads(path.read_text()), "gym_config"
-    if not isinstance(env, dict) or "id" not in env:
-        raise ConfigImportError("env: no env section with an `id`; pass --env NAME")
-    env_id = env["id"]
-    if env_id not in ENV_IDS:
-        raise ConfigImportError(f"{where}.id: {env_id!r} has no equivalent here; pass --env NAME")
-    cfg = env.get("cfg", {})
-    for key in sorted(set(cfg) - {"num_envs"}):
-        out.drop(f"{where}.cfg.{key}", f"{ENV_IDS[env_id]} takes no such setting")
-    return ENV_IDS[env_id], cfg
+        return name.lower()
 
+    def _identity(self) -> None:
+        name = self.get("trainer.exp_name")
+        if name is not None:
+            clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-") or "experiment"
+            how = "" if clean == name else f"sanitised from {name!r} to [A-Za-z0-9_.-]"
+            self.put("name", clean, "trainer.exp_name", how)
+        seed = self.get("trainer.seed")
+        if seed is not None:
+            self.put("seeds", [seed], "trainer.seed", "one run per seed")
+        device = self.get("trainer.device")
+        if device is not None:
+            self.put("env.device", device, "trainer.device", "one device for env and networks")
 
-def convert(config: dict[str, Any], source: Path, env_name: str | None) -> Conversion:
-    """Map an EmbodiChain config onto params.yaml's layout (not yet validated)."""
-    out = Conversion()
-    trainer = dict(config.get("trainer", {}))
-    env_cfg: dict[str, Any] = {}
-    if env_name is None:
-        env_name, env_cfg = _env(config, source, out)
-    num_envs = int(trainer.pop("num_envs", None) or env_cfg.get("num_envs") or 64)
-    num_steps = int(trainer.pop("buffer_size", trainer.pop("rollout_steps", 64)))
-    per_iter = num_envs * num_steps
-    p = out.params
-    p["name"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(trainer.pop("exp_name", "imported")))
-    p["seeds"] = [int(trainer.pop("seed", 0))]
-    p["env"] = {"name": env_name, "num_envs": num_envs, "device": trainer.pop("device", "cpu")}
-    t = p["trainer"] = {"num_steps": num_steps}
-    t["total_env_steps"] = int(trainer.pop("iterations", 250)) * per_iter
-    eval_freq = trainer.pop("eval_freq", None)
-    enabled = trainer.pop("enable_eval", True)
-    if enabled and eval_freq is not None:
-        t["eval_every_iters"] = max(round(eval_freq / per_iter), 1)
-    elif not enabled:
-        t["eval_every_iters"] = 0  # only the final evaluation
-    save_freq = trainer.pop("save_freq", None)
-    if save_freq is not None:
-        t["checkpoint_every_iters"] = max(round(save_freq / per_iter), 1)
-    episodes = int(trainer.pop("num_eval_envs", 1)) * int(trainer.pop("num_eval_episodes", 16))
-    t["eval_episodes"] = episodes
-    trainer.pop("gym_config", None)
-    for key in sorted(trainer):
-        why = IGNORED_TRAINER.get(key, "no equivalent setting")
-        out.drop(f"trainer.{key}", why)
-    _policy(config.get("policy", {}), out)
-    _algorithm(config.get("algorithm", {}), per_iter, out)
-    return out
+    def _env(self, override: str | None) -> int:
+        """Set env.name and env.num_envs; return the number of envs."""
+        env_id, origin = self.get("env.id"), "env.id"
+        gym_ref = self.get("trainer.gym_config")
+        gym = self._gym_config(gym_ref) if gym_ref is not None else None
+        if env_id is None and gym is not None:
+            env_id, origin = gym[1].get("id"), f"id in {gym_ref}"
+        if override is not None:
+            env_id, origin = override, "--env"
+        if env_id is None:
+            raise ConfigImportError([
+                "env.id: no env id; add \"env\": {\"id\": \"PushCubeRL\"}, set "
+                "trainer.gym_config to EmbodiChain's gym_config.json, or pass --env PushCubeRL"
+            ])  # fmt: skip
+        ours = ENV_IDS.get(env_id, env_id if env_id in ENV_NAMES and origin == "--env" else None)
+        if ours is None:
+            key = "--env" if origin == "--env" else "env.id" if origin == "env.id" else "trainer.gym_config"
+            raise ConfigImportError([
+                f"{key}: env id {env_id!r} has no equivalent here; known: {sorted(ENV_IDS)} "
+                f"(or pass --env with one of ours: {sorted(ENV_NAMES)})"
+            ])  # fmt: skip
+        self.put("env.name", ours, f"{origin} {env_id!r}" if origin != "env.id" else "env.id")
+        num_envs = self.get("trainer.num_envs")
+        for path in ("env.cfg.num_envs",):
+            if self.get(path) is not None and num_envs is not None:
+                self.drop(path, "overridden by trainer.num_envs, as in EmbodiChain")
+        candidates = [("trainer.num_envs", num_envs), ("env.cfg.num_envs", self.get("env.cfg.num_envs"))]
+        if gym is not None:
+            candidates.append((f"env.num_envs in {gym_ref}", gym[1].get("env", {}).get("num_envs")))
+        origin, value = next(((o, v) for o, v in candidates if v is not None), ("", None))
+        if value is None:
+            value = EnvConfig().num_envs
+        elif type(value) is not int or value < 1:
+            raise ConfigImportError([f"{origin}: must be an integer >= 1, got {value!r}"])
+        else:
+            self.put("env.num_envs", value, origin)
+        if gym is not None:
+            self._gym_leftovers(gym_ref, gym[1], origin.endswith(gym_ref))
+        return value
 
+    def _gym_config(self, ref: Any) -> tuple[Path, dict[str, Any]] | None:
+        """EmbodiChain's gym_config file (paths there are relative to its checkout's root)."""
+        ref_path = Path(str(ref))
+        roots = [Path.cwd(), *self.source.resolve().parents]
+        found = [root / ref_path for root in roots] + [self.source.parent / ref_path.name]
+        path = next((p for p in found if p.is_file()), None)
+        if path is None:
+            self.drop("trainer.gym_config", "not found (looked from here and above the file)")
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigImportError([f"trainer.gym_config: {path} cannot be read ({exc})"]) from None
+        if not isinstance(data, dict):
+            raise ConfigImportError([f"trainer.gym_config: {path} must hold a JSON object"])
+        return path, data
 
-def _policy(policy: dict[str, Any], out: Conversion) -> None:
-    actor = policy.get("actor", {}).get("network_cfg", {})
-    critic = policy.get("critic", {}).get("network_cfg", {})
-    p = out.params["policy"] = {}
-    if "hidden_sizes" in actor:
-        p["hidden_sizes"] = list(actor["hidden_sizes"])
-    if "activation" in actor:
-        p["activation"] = actor["activation"]
-    if critic and critic != actor:
-        out.drop("policy.critic.network_cfg", "actor and critic share one size here (the actor's)")
-    for key in sorted(set(policy) - {"name", "actor", "critic"}):
-        out.drop(f"policy.{key}", "no equivalent setting")
+    def _gym_leftovers(self, ref: str, gym: dict[str, Any], used_num_envs: bool) -> None:
+        used = {"id"} | ({"env.num_envs"} if used_num_envs else set())
+        for path in _leftovers(gym, used):
+            node: Any = gym
+            for key in path.split("."):
+                node = node[key]
+            why = "overridden by trainer.num_envs" if path == "env.num_envs" else _SCENE
+            self.dropped.append(f"{ref}: {path} = {_show(node)}: {why}")
 
+    def _trainer(self, num_envs: int) -> int:
+        """Set the trainer section; return the rollout length."""
+        key = "trainer.buffer_size" if "buffer_size" in self.config.get("trainer", {}) else None
+        key = key or "trainer.rollout_steps"
+        num_steps = self.count(key, TrainerConfig().num_steps)
+        if key in self.used:
+            self.put("trainer.num_steps", num_steps, key, "steps per env per rollout")
+        step = num_envs * num_steps
+        if "iterations" in self.config.get("trainer", {}):
+            iters = self.count("trainer.iterations", 1)
+            how = f"iterations x steps x num_envs = {iters} x {num_steps} x {num_envs}"
+            self.put("trainer.total_env_steps", iters * step, "trainer.iterations", how)
+        if self.get("trainer.enable_eval", True) is False:
+            self.put("trainer.eval_every_iters", 0, "trainer.enable_eval", "ours still "
+                     "evaluates once, at the end")  # fmt: skip
+            for path in ("trainer.eval_freq", "trainer.num_eval_envs", "trainer.num_eval_episodes"):
+                if self.get(path) is not None:
+                    self.drop(path, "evaluation is off (trainer.enable_eval: false)")
+        else:
+            self._every("eval_freq", "eval_every_iters", step)
+            envs, episodes = self.get("trainer.num_eval_envs"), self.get("trainer.num_eval_episodes")
+            if envs is not None or episodes is not None:
+                envs = self.count("trainer.num_eval_envs", 4)  # EmbodiChain's defaults: 4 x 5
+                episodes = self.count("trainer.num_eval_episodes", 5)
+                how = f"{episodes} rounds of {envs} eval envs = num_eval_episodes x num_eval_envs"
+                self.put("trainer.eval_episodes", envs * episodes, "trainer.num_eval_*", how)
+        self._every("save_freq", "checkpoint_every_iters", step)
+        return num_steps
 
-def _algorithm(algorithm: dict[str, Any], per_iter: int, out: Conversion) -> None:
-    name = algorithm.get("name")
-    if name not in ALGORITHMS:
-        raise ConfigImportError(
-            f"algorithm.name: {name!r} has no equivalent; ours are {ALGORITHMS}"
+    def _every(self, theirs: str, ours: str, step: int) -> None:
+        if f"{theirs}" not in self.config.get("trainer", {}):
+            return
+        freq = self.count(f"trainer.{theirs}", 1, minimum=0)
+        iters = _every_iters(freq, step)
+        how = (
+            f"{freq} env steps; EmbodiChain acts after an iteration when global_step % "
+            f"{theirs} == 0 and an iteration is {step} env steps: every {iters} iterations"
         )
-    cfg, section = dict(algorithm.get("cfg", {})), {}
-    for theirs, ours in RENAMED.items():
-        if theirs in cfg:
-            section[ours] = cfg.pop(theirs)
-    for key in SAME[name]:
-        if key in cfg:
-            section[key] = cfg.pop(key)
-    if name == "sac":
-        out.params["replay"] = {
-            ours: cfg.pop(theirs)
-            for theirs, ours in (("batch_size", "batch_size"), ("buffer_size", "capacity"))
-            if theirs in cfg
-        }
-        section.pop("num_epochs", None)
-    elif "batch_size" in cfg:  # samples per minibatch there; minibatches per epoch here
-        section["num_minibatches"] = max(round(per_iter / cfg.pop("batch_size")), 1)
-    if name == "grpo" and cfg.pop("truncate_at_first_done", False):
-        section["episode_mode"] = "first_done"
-    for key in sorted(cfg):
-        out.drop(f"algorithm.cfg.{key}", "no equivalent setting")
-    out.params["algorithm"] = {"name": name, name: section}
+        self.put(f"trainer.{ours}", iters, f"trainer.{theirs}", how if freq else "0: off")
 
+    def _policy(self, algo: str) -> None:
+        name = self.get("policy.name")
+        if name is not None and name != POLICIES[algo]:
+            self.drop("policy.name", f"{algo} trains an MLP {POLICIES[algo]} here")
+        actor = self._network("policy.actor")
+        if actor is not None:
+            sizes, activation = actor
+            self.put("policy.hidden_sizes", sizes, "policy.actor.network_cfg.hidden_sizes")
+            if activation is not None:
+                self.put("policy.activation", activation, "policy.actor.network_cfg.activation")
+        if "critic" not in self.config.get("policy", {}):
+            return
+        if algo == "grpo":
+            self.drop("policy.critic", "GRPO trains no critic")
+        elif self._network("policy.critic", mark=False) == actor:
+            self._network("policy.critic")
+            self.imported.append("(policy.critic: the same network as the actor's, shared here)")
+        else:
+            self.drop("policy.critic", "actor and critic share policy.hidden_sizes and "
+                      "policy.activation here; the actor's were imported")  # fmt: skip
 
-def render(conversion: Conversion, params: Params, source: Path) -> str:
-    """The whole params.yaml (every section, as DVC's stages track them all): a header
-    naming the source and what was not imported, then the validated settings."""
-    data = params.model_dump(mode="json")
-    del data["trainer"]["seed"]  # the seeds are the top-level `seeds`
-    algorithm = data["algorithm"]
-    data["algorithm"] = {
-        "name": algorithm["name"],
-        params.algorithm.section: algorithm[params.algorithm.section] or {},
-    }
-    lines = [
-        f"# Imported from {source.name} by `python -m pipelines import-config`;",
-        "# every other setting is this platform's default.",
-    ]
-    if conversion.dropped:
-        lines.append("# Not imported (no equivalent here):")
-        lines += [f"#   {item}" for item in conversion.dropped]
-    return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
+    def _network(self, path: str, mark: bool = True) -> tuple[Any, str | None] | None:
+        """(hidden sizes, activation) of an MLP network entry, or None if there is none."""
+        entry = self.config.get("policy", {}).get(path.rpartition(".")[2])
+        cfg = entry.get("network_cfg") if isinstance(entry, dict) else None
+        if not isinstance(cfg, dict) or entry.get("type", "mlp") != "mlp":
+            return None
+        sizes, activation = cfg.get("hidden_sizes"), cfg.get("activation")
+        if mark:
+            self.get(f"{path}.type")
+            if sizes is not None:
+                self.get(f"{path}.network_cfg.hidden_sizes")
+            if isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES:
+                self.get(f"{path}.network_cfg.activation")
+            elif activation is not None:
+                self.drop(f"{path}.network_cfg.activation", f"ours are {sorted(ACTIVATION_NAMES)}")
+        if activation is not None:
+            ok = isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES
+            activation = activation.lower() if ok else None
+        return (sizes, activation) if sizes is not None else None
 
+    def _algorithm(self, algo: str, samples: int) -> None:
+        cfg = self.get("algorithm.cfg", {})
+        if not isinstance(cfg, dict):
+            raise ConfigImportError(["algorithm.cfg: must be a JSON object"])
+        self.put("algorithm.name", algo, "algorithm.name")
+        defaults = THEIR_DEFAULTS[algo]
 
-def import_config_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines import-config")
-    parser.add_argument("config", type=Path, help="EmbodiChain train_config.json")
-    parser.add_argument("-o", "--output", type=Path, default=Path("params.yaml"))
-    parser.add_argument("--env", help="our env name, when the config's env cannot be read")
-    parser.add_argument("--force", action="store_true", help="overwrite the output file")
-    args = parser.parse_args(argv)
-    try:
-        config = json.loads(args.config.read_text())
-    except OSError as exc:
-        return _fail(args.config, f"cannot be read ({exc.strerror or exc})")
-    except json.JSONDecodeError as exc:
-        return _fail(args.config, f"line {exc.lineno}: malformed JSON ({exc.msg})")
-    if not isinstance(config, dict):
-        return _fail(args.config, "<top level>: must be a JSON object")
-    try:
-        conversion = convert(config, args.config, args.env)
-    except ConfigImportError as exc:
-        return _fail(args.config, str(exc))
-    try:
-        params = parse_params(conversion.params, args.output)
-    except ParamsError as exc:
-        return _fail(args.config, f"the imported settings are invalid here: {exc.lines[0]}")
-    if args.output.exists() and not args.force:
-        return _fail(args.output, "exists; pass --force to overwrite it")
-    write_text(args.output, render(conversion, params, args.config))
-    print(f"wrote {args.output} ({conversion.params['algorithm']['name']} on "
-          f"{conversion.params['env']['name']})")  # fmt: skip
-    for item in conversion.dropped:
-        print(f"not imported: {item}")
-    return 0
+        def theirs(key: str) -> tuple[Any, str, str]:
+            if key in cfg:
+                return self.get(f"algorithm.cfg.{key}"), f"algorithm.cfg.{key}", ""
+            return defaults[key], f"EmbodiChain's default {key}", "absent from the file"
 
-
-def _fail(path: Path, message: str) -> int:
-    print(f"error: {path}: {message}", file=sys.stderr)
-    return 2
+        for key, ours in RENAMES[algo].items():
+            self.put(f"algorithm.{algo}.{ours}", *theirs(key))
+        batch = self.count("algorithm.cfg.batch_size", defaults["batch_size"])
+        minibatches = max(1, round(samples / batch))
+        how = f"{samples} samples per update / batch_size {batch}"
+        origin = "algorithm.cfg.batch_size" if "batch_size" in cfg else "EmbodiChain's default"
+        self.put(f"algorithm.{algo}.num_minibatches", minibatches, origin,
+                 how + ("" if samples % batch == 0 else ", rounded"))  # fmt: skip
+        if algo == "ppo":
+            value, origin, how = theirs("vf_coef")
+            if isinstance(value, int | float):
+                value *= 2
+            how = "x 2: EmbodiChain's value loss is the MSE, ours is 0.5 x MSE" + (
+                f"; {how}" if how else "")  # fmt: skip
+            self.put("algorithm.ppo.vf_coef", value, origin, how)
+            if "gae_lambda" not in cfg:
+                pass
+        else:
+            if "gae_lambda" in cfg:
+                self.drop("algorithm.cfg.gae_lambda", "GRPO has no critic, so no GAE")
+            value, origin, how = theirs("truncate_at_first_done")
+            if value is True:
+                self.put("algorithm.grpo.episode_mode", "first_done", origin, how)
+            else:
+                self.used.add(origin)
+                self.dropped.append(
+                    f"{origin} = {_show(value)}: counting every episode of a rollout, "
+                    "unsynchronised within groups, has no equivalent; ours is restart_groups"
+                )
+        self.put(f"algorithm.{algo}.adam_eps", 1e-8, "EmbodiChain's Adam (torch's default eps)")

@@ -76,3 +76,32 @@ def test_collect_then_offline_sac_through_dvc_repro(tmp_path, git_dvc_env):
     assert "Stage 'collect' didn't change" in run(
         [sys.executable, "-m", "dvc", "repro"], tmp_path, env
     )
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        (
+            {"env": {"name": "cartpole", "num_envs": 4}},
+            "error: train: algorithm.name 'sac' needs a continuous (1-D Box) action space; this "
+            "env's is Discrete(2): use ppo or grpo for it",
+        ),
+        (
+            {},  # replay.offline.path names a dataset nobody collected
+            "error: train: replay.offline.path: dataset data/offline does not exist (collect one "
+            "with `dvc repro data/dvc.yaml` or `python -m pipelines collect`)",
+        ),
+    ],
+)
+def test_sac_misuse_is_one_line_before_any_training(tmp_path, changes, line):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**PARAMS, **changes}))
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines", "train"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == line
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "metrics").exists()
