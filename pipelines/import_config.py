@@ -1,14 +1,14 @@
-"""`python -m pipelines import-config`: an EmbodiChain training config (JSON) as a params.yaml.
+"""`python -m pipelines import-config train_config.json`: an EmbodiChain config as params.yaml.
 
-EmbodiChain configures a run as `{trainer, env, policy, algorithm: {name, cfg}}`, its env id
-either in an `env` section or in the file that `trainer.gym_config` names. Every key of the
-file ends up in one of two lists, both printed and written as the header of the output:
-imported (with the conversion, where there is one) or not imported (with why). Keys of the
-algorithm the file leaves out take EmbodiChain's defaults, as they did there; every other
-value of the output is this project's default. The result is validated by
-`pipelines.params.parse_params` before it is written.
+EmbodiChain configures a run with one JSON file, `{trainer, env, policy, algorithm: {name,
+cfg}}`, its env id in an `env` section or in the file that `trainer.gym_config` names. Every
+key of that file ends up in one of two lists, printed and written as the output's header:
+imported (with the conversion where units or meanings differ) or not imported (with why).
+Algorithm keys the file leaves out take EmbodiChain's defaults, as they did there; every
+other value is this project's default. The result is validated by
+`pipelines.params.parse_params` and written whole (every section, as DVC's stages track them).
 
-Exit codes: 0 written, 2 a bad input (one `error: <file>: <key>: <what to do>` line each).
+Exit codes: 0 written; 2 a bad input, one `error: <file>: <key>: <what to do>` line each.
 """
 
 from __future__ import annotations
@@ -16,21 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import sys
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pipelines.files import write_text
 from pipelines.params import ParamsError, parse_params
 from rlcore.config import ACTIVATION_NAMES, ENV_NAMES, EnvConfig, TrainerConfig
 
 ENV_IDS = {"PushCubeRL": "push_cube"}  # EmbodiChain env id -> our builtin env
-
-# EmbodiChain's PPOCfg and GRPOCfg: the values of the keys a file leaves out.
+POLICIES = {"ppo": "actor_critic", "grpo": "actor_only"}  # EmbodiChain's policy per algorithm
+# EmbodiChain's PPOCfg and GRPOCfg: what a key the file leaves out was there.
 THEIR_DEFAULTS: dict[str, dict[str, Any]] = {
     "ppo": {"learning_rate": 3e-4, "n_epochs": 10, "batch_size": 64, "gamma": 0.99,
             "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01, "vf_coef": 0.5,
@@ -39,36 +39,36 @@ THEIR_DEFAULTS: dict[str, dict[str, Any]] = {
              "clip_coef": 0.2, "ent_coef": 0.0, "kl_coef": 0.02, "group_size": 4, "eps": 1e-8,
              "reset_every_rollout": True, "max_grad_norm": 0.5, "truncate_at_first_done": True},
 }  # fmt: skip
-_SAME = ("gamma", "ent_coef", "max_grad_norm")
-RENAMES: dict[str, dict[str, str]] = {  # theirs -> ours, same meaning and units
-    "ppo": {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps",
-            "gae_lambda": "gae_lambda", **{key: key for key in _SAME}},
-    "grpo": {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps",
-             **{key: key for key in (*_SAME, "kl_coef", "group_size", "eps",
-                                     "reset_every_rollout")}},
-}  # fmt: skip
-POLICIES = {"ppo": "actor_critic", "grpo": "actor_only"}
+# Their key -> ours, same meaning and units (batch_size, vf_coef and truncate_at_first_done
+# are converted in `_algorithm`).
+_COMMON = {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps"}
+RENAMES: dict[str, dict[str, str]] = {
+    "ppo": {**_COMMON, **{k: k for k in ("gamma", "gae_lambda", "ent_coef", "max_grad_norm")}},
+    "grpo": {
+        **_COMMON,
+        **{k: k for k in ("gamma", "ent_coef", "kl_coef", "group_size", "eps", "max_grad_norm")},
+        "reset_every_rollout": "reset_every_rollout",
+    },
+}
 
-_SCENE = (
-    "EmbodiChain's simulated scene (robot, objects, events, rewards); push_cube is a builtin "
-    "planar task with fixed dynamics and reward"
-)
 _WANDB = "Weights & Biases logging; metrics go to metrics/ (DVC) and the report"
-WHY: dict[str, str] = {
+_SCENE = "the simulated scene of EmbodiChain's task; push_cube is a builtin planar task"
+WHY: dict[str, str] = {  # why a key has no equivalent (otherwise: "no equivalent here")
     "trainer.headless": "the simulator's viewer window; builtin envs have none",
-    "trainer.enable_rt": "the simulator's ray-traced rendering; no equivalent",
+    "trainer.enable_rt": "the simulator's ray-traced rendering",
     "trainer.gpu_id": "the simulator's GPU; here the one device is env.device",
     "trainer.use_wandb": _WANDB,
     "trainer.wandb_project_name": _WANDB,
-    "trainer.events": "EmbodiChain event functors (e.g. a camera recording evaluation); "
+    "trainer.events": "EmbodiChain event functors (a camera recording evaluation); "
     "the `video` stage records evaluation episodes (params `video`)",
     "policy.action_dim": "the action size comes from the env's action space here",
     "algorithm.cfg.device": "the device is env.device (from trainer.device)",
-    "env.cfg.actions": "action-manager terms of the simulated robot; push_cube's action is "
-    "a 2-D pusher velocity in [-1, 1]",
-    "env.cfg.extensions": "task parameters of EmbodiChain's PushCubeRL; push_cube's are "
-    "fixed (success within 5 cm of the goal, 100-step episodes)",
+    "actions": "action-manager terms of the simulated robot; push_cube's action is a "
+    "2-D pusher velocity in [-1, 1]",
+    "extensions": "task parameters of EmbodiChain's PushCubeRL; push_cube's are fixed "
+    "(success within 5 cm of the goal, 100-step episodes)",
 }
+_EXPAND = ("trainer", "env", "env.cfg", "cfg", "policy", "algorithm", "algorithm.cfg")
 
 
 class ConfigImportError(ValueError):
@@ -79,27 +79,43 @@ class ConfigImportError(ValueError):
         super().__init__("\n".join(lines))
 
 
+@dataclass(frozen=True)
+class Imported:
+    """A validated params.yaml mapping, what went into it and what was left out."""
+
+    data: dict[str, Any]
+    imported: list[str]
+    dropped: list[str]
+
+
 def _show(value: Any) -> str:
     text = json.dumps(value)
-    return text if len(text) <= 60 else ("{...}" if isinstance(value, dict) else "[...]")
+    if len(text) <= 50 or not isinstance(value, dict | list):
+        return text
+    return "{...}" if isinstance(value, dict) else "[...]"
 
 
 def _leftovers(node: dict[str, Any], used: set[str], prefix: str = "") -> list[str]:
-    """The paths under `node` that no mapping read (empty mappings and lists set nothing)."""
+    """The paths under `node` that no mapping read (an empty mapping or list sets nothing)."""
     paths = []
     for key, value in node.items():
         path = f"{prefix}{key}"
         if path in used or value in ({}, []):
             continue
-        if isinstance(value, dict) and any(u.startswith(path + ".") for u in used):
+        inner = any(u.startswith(path + ".") for u in used)
+        if isinstance(value, dict) and (inner or path in _EXPAND):
             paths += _leftovers(value, used, path + ".")
         else:
             paths.append(path)
     return paths
 
 
-def _every_iters(freq: int, steps_per_iter: int) -> int:
-    """EmbodiChain acts after an iteration when `global_step % freq == 0`: how often that is."""
+def every_iters(freq: int, steps_per_iter: int) -> int:
+    """How many iterations apart EmbodiChain's trainer acts on `global_step % freq == 0`.
+
+    Its step counter grows by `steps_per_iter` per iteration, so the test passes every
+    `freq / gcd(freq, steps_per_iter)` iterations; `freq <= 0` is off (0).
+    """
     return freq // math.gcd(freq, steps_per_iter) if freq > 0 else 0
 
 
@@ -112,8 +128,11 @@ class _Importer:
         self.dropped: list[str] = []
         self.origins: dict[str, str] = {}  # our dotted key -> the JSON key it came from
 
+    def section(self, name: str) -> dict[str, Any]:
+        return self.config.get(name, {})
+
     def get(self, path: str, default: Any = None) -> Any:
-        """The value at `path` (marked as read), or `default` if absent."""
+        """The value at `path`, marked as read; `default` if absent."""
         node: Any = self.config
         for key in path.split("."):
             if not isinstance(node, dict) or key not in node:
@@ -134,235 +153,338 @@ class _Importer:
         for key in parents:
             node = node.setdefault(key, {})
         node[leaf] = value
-        if not origin.startswith(("EmbodiChain", "--")):
-            self.origins[ours] = origin
+        self.origins[ours] = origin
         self.imported.append(f"{ours}: {_show(value)} <- {origin}" + (f" ({how})" if how else ""))
 
-    def drop(self, path: str, why: str, label: str = "") -> None:
-        self.used.add(path)
-        value = self.get(path)
-        self.dropped.append(f"{label or path} = {_show(value)}: {why}")
+    def drop(self, path: str, why: str) -> None:
+        self.dropped.append(f"{path} = {_show(self.get(path))}: {why}")
 
     def run(self, env_override: str | None) -> None:
-        for section in ("trainer", "env", "policy", "algorithm"):
-            if not isinstance(self.config.get(section, {}), dict):
-                raise ConfigImportError([f"{section}: must be a JSON object"])
-        algo = self._algorithm_name()
+        for name in ("trainer", "env", "policy", "algorithm"):
+            if not isinstance(self.section(name), dict):
+                raise ConfigImportError([f"{name}: must be a JSON object"])
+        name = self.get("algorithm.name")
+        if not isinstance(name, str) or name.lower() not in RENAMES:
+            raise ConfigImportError(
+                [f"algorithm.name: {name!r} has no equivalent here; use one of {sorted(RENAMES)}"]
+            )
+        algo = name.lower()
         self._identity()
         num_envs = self._env(env_override)
         num_steps = self._trainer(num_envs)
         self._policy(algo)
         self._algorithm(algo, num_envs * num_steps)
         for path in _leftovers(self.config, self.used):
-            self.drop(path, WHY.get(path, "no equivalent here"))
-
-    def _algorithm_name(self) -> str:
-        name = self.get("algorithm.name")
-        if not isinstance(name, str) or name.lower() not in RENAMES:
-            raise ConfigImportError(
-                [f"algorithm.name: {name!r} has no equivalent here; use one of {sorted(RENAMES)}"]
-            )
-        return name.lower()
+            self.drop(path, WHY.get(path, WHY.get(path.rpartition(".")[2], "no equivalent here")))
 
     def _identity(self) -> None:
         name = self.get("trainer.exp_name")
         if name is not None:
             clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-") or "experiment"
-            how = "" if clean == name else f"sanitised from {name!r} to [A-Za-z0-9_.-]"
+            how = "" if clean == name else "sanitised to letters, digits and _.-"
             self.put("name", clean, "trainer.exp_name", how)
         seed = self.get("trainer.seed")
         if seed is not None:
-            self.put("seeds", [seed], "trainer.seed", "one run per seed")
+            self.put("seeds", [seed], "trainer.seed", "one training run per seed")
         device = self.get("trainer.device")
         if device is not None:
-            self.put("env.device", device, "trainer.device", "one device for env and networks")
+            self.put("env.device", device, "trainer.device", "envs and networks share it")
 
     def _env(self, override: str | None) -> int:
         """Set env.name and env.num_envs; return the number of envs."""
-        env_id, origin = self.get("env.id"), "env.id"
         gym_ref = self.get("trainer.gym_config")
-        gym = self._gym_config(gym_ref) if gym_ref is not None else None
-        if env_id is None and gym is not None:
-            env_id, origin = gym[1].get("id"), f"id in {gym_ref}"
+        gym = self._gym_config(str(gym_ref)) if gym_ref is not None else None
+        env_id, key = self.get("env.id"), "env.id"
+        if env_id is None and gym is not None and "id" in gym:
+            env_id, key = gym["id"], "trainer.gym_config"
         if override is not None:
-            env_id, origin = override, "--env"
+            if env_id is not None:
+                self.dropped.append(f"{key} = {_show(env_id)}: replaced by --env")
+            env_id, key = override, "--env"
         if env_id is None:
             raise ConfigImportError([
-                "env.id: no env id; add \"env\": {\"id\": \"PushCubeRL\"}, set "
-                "trainer.gym_config to EmbodiChain's gym_config.json, or pass --env PushCubeRL"
+                'env.id: missing; add "env": {"id": "PushCubeRL"}, point trainer.gym_config '
+                "at EmbodiChain's gym_config.json, or pass --env PushCubeRL"
             ])  # fmt: skip
-        ours = ENV_IDS.get(env_id, env_id if env_id in ENV_NAMES and origin == "--env" else None)
+        if not isinstance(env_id, str):
+            raise ConfigImportError([f"{key}: must be an env id string, got {env_id!r}"])
+        ours = ENV_IDS.get(env_id) or (env_id if key == "--env" and env_id in ENV_NAMES else None)
         if ours is None:
-            key = "--env" if origin == "--env" else "env.id" if origin == "env.id" else "trainer.gym_config"
             raise ConfigImportError([
-                f"{key}: env id {env_id!r} has no equivalent here; known: {sorted(ENV_IDS)} "
-                f"(or pass --env with one of ours: {sorted(ENV_NAMES)})"
+                f"{key}: env id {env_id!r} has no equivalent here; known: {sorted(ENV_IDS)}, "
+                f"or pass --env with one of ours {sorted(ENV_NAMES)}"
             ])  # fmt: skip
-        self.put("env.name", ours, f"{origin} {env_id!r}" if origin != "env.id" else "env.id")
-        num_envs = self.get("trainer.num_envs")
-        for path in ("env.cfg.num_envs",):
-            if self.get(path) is not None and num_envs is not None:
-                self.drop(path, "overridden by trainer.num_envs, as in EmbodiChain")
-        candidates = [("trainer.num_envs", num_envs), ("env.cfg.num_envs", self.get("env.cfg.num_envs"))]
+        self.put("env.name", ours, key if key == "env.id" else f"{key} id {env_id!r}")
+        # EmbodiChain's trainer.num_envs overrides the env's own count.
+        gym_env = gym.get("env") if gym is not None and isinstance(gym.get("env"), dict) else {}
+        given = [(p, self.get(p)) for p in ("trainer.num_envs", "env.cfg.num_envs")]
+        given = [(p, v) for p, v in given if v is not None]
+        if "num_envs" in gym_env:
+            given.append((f"{gym_ref}: env.num_envs", gym_env["num_envs"]))
+        for origin, value in given[1:]:
+            self.dropped.append(f"{origin} = {_show(value)}: overridden by {given[0][0]}")
+        num_envs = EnvConfig().num_envs
+        if given:
+            origin, num_envs = given[0]
+            if type(num_envs) is not int or num_envs < 1:
+                raise ConfigImportError([f"{origin}: must be an integer >= 1, got {num_envs!r}"])
+            self.put("env.num_envs", num_envs, origin)
         if gym is not None:
-            candidates.append((f"env.num_envs in {gym_ref}", gym[1].get("env", {}).get("num_envs")))
-        origin, value = next(((o, v) for o, v in candidates if v is not None), ("", None))
-        if value is None:
-            value = EnvConfig().num_envs
-        elif type(value) is not int or value < 1:
-            raise ConfigImportError([f"{origin}: must be an integer >= 1, got {value!r}"])
-        else:
-            self.put("env.num_envs", value, origin)
-        if gym is not None:
-            self._gym_leftovers(gym_ref, gym[1], origin.endswith(gym_ref))
-        return value
+            for path in _leftovers(gym, {"id", "env.num_envs"} if gym_env else {"id"}):
+                node: Any = gym
+                for key in path.split("."):
+                    node = node[key]
+                why = WHY.get(path.rpartition(".")[2], _SCENE)
+                self.dropped.append(f"{gym_ref}: {path} = {_show(node)}: {why}")
+        return num_envs
 
-    def _gym_config(self, ref: Any) -> tuple[Path, dict[str, Any]] | None:
-        """EmbodiChain's gym_config file (paths there are relative to its checkout's root)."""
-        ref_path = Path(str(ref))
+    def _gym_config(self, ref: str) -> dict[str, Any] | None:
+        """EmbodiChain's gym_config (its paths are relative to EmbodiChain's checkout)."""
         roots = [Path.cwd(), *self.source.resolve().parents]
-        found = [root / ref_path for root in roots] + [self.source.parent / ref_path.name]
-        path = next((p for p in found if p.is_file()), None)
+        path = next((root / ref for root in roots if (root / ref).is_file()), None)
         if path is None:
-            self.drop("trainer.gym_config", "not found (looked from here and above the file)")
+            self.drop("trainer.gym_config", "not found here or above the file; no env read")
             return None
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise ConfigImportError([f"trainer.gym_config: {path} cannot be read ({exc})"]) from None
+            raise ConfigImportError(
+                [f"trainer.gym_config: {path}: cannot be read ({exc})"]
+            ) from None
         if not isinstance(data, dict):
-            raise ConfigImportError([f"trainer.gym_config: {path} must hold a JSON object"])
-        return path, data
-
-    def _gym_leftovers(self, ref: str, gym: dict[str, Any], used_num_envs: bool) -> None:
-        used = {"id"} | ({"env.num_envs"} if used_num_envs else set())
-        for path in _leftovers(gym, used):
-            node: Any = gym
-            for key in path.split("."):
-                node = node[key]
-            why = "overridden by trainer.num_envs" if path == "env.num_envs" else _SCENE
-            self.dropped.append(f"{ref}: {path} = {_show(node)}: {why}")
+            raise ConfigImportError([f"trainer.gym_config: {path}: must hold a JSON object"])
+        return data
 
     def _trainer(self, num_envs: int) -> int:
         """Set the trainer section; return the rollout length."""
-        key = "trainer.buffer_size" if "buffer_size" in self.config.get("trainer", {}) else None
-        key = key or "trainer.rollout_steps"
-        num_steps = self.count(key, TrainerConfig().num_steps)
-        if key in self.used:
-            self.put("trainer.num_steps", num_steps, key, "steps per env per rollout")
+        trainer = self.section("trainer")
+        keys = [f"trainer.{k}" for k in ("buffer_size", "rollout_steps") if k in trainer]
+        num_steps = TrainerConfig().num_steps
+        if keys:
+            num_steps = self.count(keys[0], 0)
+            self.put("trainer.num_steps", num_steps, keys[0], "steps per env per rollout")
+        for key in keys[1:]:
+            self.drop(key, f"{keys[0]} was imported")
         step = num_envs * num_steps
-        if "iterations" in self.config.get("trainer", {}):
-            iters = self.count("trainer.iterations", 1)
-            how = f"iterations x steps x num_envs = {iters} x {num_steps} x {num_envs}"
+        if "iterations" in trainer:
+            iters = self.count("trainer.iterations", 0)
+            how = f"iterations x steps x envs: {iters} x {num_steps} x {num_envs}"
             self.put("trainer.total_env_steps", iters * step, "trainer.iterations", how)
-        if self.get("trainer.enable_eval", True) is False:
-            self.put("trainer.eval_every_iters", 0, "trainer.enable_eval", "ours still "
-                     "evaluates once, at the end")  # fmt: skip
-            for path in ("trainer.eval_freq", "trainer.num_eval_envs", "trainer.num_eval_episodes"):
-                if self.get(path) is not None:
-                    self.drop(path, "evaluation is off (trainer.enable_eval: false)")
+        enabled = self.get("trainer.enable_eval", True)
+        if type(enabled) is not bool:
+            raise ConfigImportError(
+                [f"trainer.enable_eval: must be true or false, got {enabled!r}"]
+            )
+        if not enabled:
+            how = "ours still evaluates once, at the end"
+            self.put("trainer.eval_every_iters", 0, "trainer.enable_eval", how)
+            for key in ("eval_freq", "num_eval_envs", "num_eval_episodes"):
+                if key in trainer:
+                    self.drop(f"trainer.{key}", "evaluation is off (trainer.enable_eval)")
         else:
+            if "enable_eval" in trainer:
+                self.imported.append("(trainer.enable_eval: true; evaluation is on here too)")
             self._every("eval_freq", "eval_every_iters", step)
-            envs, episodes = self.get("trainer.num_eval_envs"), self.get("trainer.num_eval_episodes")
-            if envs is not None or episodes is not None:
-                envs = self.count("trainer.num_eval_envs", 4)  # EmbodiChain's defaults: 4 x 5
-                episodes = self.count("trainer.num_eval_episodes", 5)
-                how = f"{episodes} rounds of {envs} eval envs = num_eval_episodes x num_eval_envs"
-                self.put("trainer.eval_episodes", envs * episodes, "trainer.num_eval_*", how)
+            if {"num_eval_envs", "num_eval_episodes"} & set(trainer):
+                envs = self.count("trainer.num_eval_envs", 4)  # EmbodiChain's defaults: 4, 5
+                rounds = self.count("trainer.num_eval_episodes", 5)
+                origin = "trainer.num_eval_envs x trainer.num_eval_episodes"
+                how = f"{rounds} rounds of {envs} eval envs there"
+                self.put("trainer.eval_episodes", envs * rounds, origin, how)
         self._every("save_freq", "checkpoint_every_iters", step)
         return num_steps
 
     def _every(self, theirs: str, ours: str, step: int) -> None:
-        if f"{theirs}" not in self.config.get("trainer", {}):
+        if theirs not in self.section("trainer"):
             return
-        freq = self.count(f"trainer.{theirs}", 1, minimum=0)
-        iters = _every_iters(freq, step)
+        freq = self.count(f"trainer.{theirs}", 0, minimum=0)
+        iters = every_iters(freq, step)
         how = (
-            f"{freq} env steps; EmbodiChain acts after an iteration when global_step % "
-            f"{theirs} == 0 and an iteration is {step} env steps: every {iters} iterations"
+            f"{freq} env steps there, tested as global_step % {theirs} == 0 after each "
+            f"iteration of {step} env steps: true every {iters} iteration(s)"
         )
-        self.put(f"trainer.{ours}", iters, f"trainer.{theirs}", how if freq else "0: off")
+        self.put(f"trainer.{ours}", iters, f"trainer.{theirs}", how if freq > 0 else "off")
+
+    def _mlp(self, role: str) -> tuple[Any, Any] | None:
+        """(hidden sizes, activation) of `policy.<role>` if it is an MLP; marks nothing."""
+        entry = self.section("policy").get(role)
+        if not isinstance(entry, dict) or entry.get("type", "mlp") != "mlp":
+            return None
+        cfg = entry.get("network_cfg")
+        return (cfg.get("hidden_sizes"), cfg.get("activation")) if isinstance(cfg, dict) else None
 
     def _policy(self, algo: str) -> None:
         name = self.get("policy.name")
-        if name is not None and name != POLICIES[algo]:
+        if name == POLICIES[algo]:
+            self.imported.append(f"(policy.name: {name}, as {algo}'s policy is here too)")
+        elif name is not None:
             self.drop("policy.name", f"{algo} trains an MLP {POLICIES[algo]} here")
-        actor = self._network("policy.actor")
-        if actor is not None:
+        actor = self._mlp("actor")
+        if actor is None and "actor" in self.section("policy"):
+            self.drop("policy.actor", "not an MLP network_cfg; ours is an MLP (policy section)")
+        elif actor is not None:
+            for key in ("type", "network_cfg.hidden_sizes", "network_cfg.activation"):
+                self.get(f"policy.actor.{key}")
             sizes, activation = actor
-            self.put("policy.hidden_sizes", sizes, "policy.actor.network_cfg.hidden_sizes")
-            if activation is not None:
-                self.put("policy.activation", activation, "policy.actor.network_cfg.activation")
-        if "critic" not in self.config.get("policy", {}):
+            if sizes is not None:
+                self.put("policy.hidden_sizes", sizes, "policy.actor.network_cfg.hidden_sizes")
+            where = "policy.actor.network_cfg.activation"
+            if isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES:
+                self.put("policy.activation", activation.lower(), where)
+            elif activation is not None:
+                self.drop(where, f"ours are {sorted(ACTIVATION_NAMES)}; the default is kept")
+        if "critic" not in self.section("policy"):
             return
         if algo == "grpo":
             self.drop("policy.critic", "GRPO trains no critic")
-        elif self._network("policy.critic", mark=False) == actor:
-            self._network("policy.critic")
-            self.imported.append("(policy.critic: the same network as the actor's, shared here)")
+        elif actor is not None and self._mlp("critic") == actor:
+            for key in ("type", "network_cfg.hidden_sizes", "network_cfg.activation"):
+                self.get(f"policy.critic.{key}")
+            self.imported.append("(policy.critic: the actor's MLP; actor and critic share it)")
         else:
-            self.drop("policy.critic", "actor and critic share policy.hidden_sizes and "
-                      "policy.activation here; the actor's were imported")  # fmt: skip
-
-    def _network(self, path: str, mark: bool = True) -> tuple[Any, str | None] | None:
-        """(hidden sizes, activation) of an MLP network entry, or None if there is none."""
-        entry = self.config.get("policy", {}).get(path.rpartition(".")[2])
-        cfg = entry.get("network_cfg") if isinstance(entry, dict) else None
-        if not isinstance(cfg, dict) or entry.get("type", "mlp") != "mlp":
-            return None
-        sizes, activation = cfg.get("hidden_sizes"), cfg.get("activation")
-        if mark:
-            self.get(f"{path}.type")
-            if sizes is not None:
-                self.get(f"{path}.network_cfg.hidden_sizes")
-            if isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES:
-                self.get(f"{path}.network_cfg.activation")
-            elif activation is not None:
-                self.drop(f"{path}.network_cfg.activation", f"ours are {sorted(ACTIVATION_NAMES)}")
-        if activation is not None:
-            ok = isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES
-            activation = activation.lower() if ok else None
-        return (sizes, activation) if sizes is not None else None
+            self.drop("policy.critic", "actor and critic share one MLP shape here (the actor's)")
 
     def _algorithm(self, algo: str, samples: int) -> None:
-        cfg = self.get("algorithm.cfg", {})
+        cfg = self.section("algorithm").get("cfg", {})  # its keys are marked one by one
         if not isinstance(cfg, dict):
             raise ConfigImportError(["algorithm.cfg: must be a JSON object"])
         self.put("algorithm.name", algo, "algorithm.name")
         defaults = THEIR_DEFAULTS[algo]
 
         def theirs(key: str) -> tuple[Any, str, str]:
+            """The value, where it came from, and a note if it is EmbodiChain's default."""
             if key in cfg:
                 return self.get(f"algorithm.cfg.{key}"), f"algorithm.cfg.{key}", ""
-            return defaults[key], f"EmbodiChain's default {key}", "absent from the file"
+            return defaults[key], f"EmbodiChain's {key}", "absent: EmbodiChain's default"
 
         for key, ours in RENAMES[algo].items():
             self.put(f"algorithm.{algo}.{ours}", *theirs(key))
         batch = self.count("algorithm.cfg.batch_size", defaults["batch_size"])
-        minibatches = max(1, round(samples / batch))
         how = f"{samples} samples per update / batch_size {batch}"
-        origin = "algorithm.cfg.batch_size" if "batch_size" in cfg else "EmbodiChain's default"
-        self.put(f"algorithm.{algo}.num_minibatches", minibatches, origin,
-                 how + ("" if samples % batch == 0 else ", rounded"))  # fmt: skip
+        how += "" if samples % batch == 0 else ", rounded"
+        origin = theirs("batch_size")[1]
+        self.put(f"algorithm.{algo}.num_minibatches", max(1, round(samples / batch)), origin, how)
         if algo == "ppo":
-            value, origin, how = theirs("vf_coef")
-            if isinstance(value, int | float):
-                value *= 2
-            how = "x 2: EmbodiChain's value loss is the MSE, ours is 0.5 x MSE" + (
-                f"; {how}" if how else "")  # fmt: skip
-            self.put("algorithm.ppo.vf_coef", value, origin, how)
-            if "gae_lambda" not in cfg:
-                pass
+            value, origin, note = theirs("vf_coef")
+            how = "x 2: EmbodiChain's value loss is the MSE, ours 0.5 x MSE"
+            doubled = value * 2 if isinstance(value, int | float) else value
+            self.put("algorithm.ppo.vf_coef", doubled, origin, how + (f"; {note}" if note else ""))
         else:
             if "gae_lambda" in cfg:
-                self.drop("algorithm.cfg.gae_lambda", "GRPO has no critic, so no GAE")
-            value, origin, how = theirs("truncate_at_first_done")
+                self.drop("algorithm.cfg.gae_lambda", "GRPO has no critic, hence no GAE")
+            value, origin, note = theirs("truncate_at_first_done")
             if value is True:
-                self.put("algorithm.grpo.episode_mode", "first_done", origin, how)
+                self.put("algorithm.grpo.episode_mode", "first_done", origin, note)
             else:
-                self.used.add(origin)
                 self.dropped.append(
-                    f"{origin} = {_show(value)}: counting every episode of a rollout, "
-                    "unsynchronised within groups, has no equivalent; ours is restart_groups"
+                    f"{origin} = {_show(value)}: counting every episode of a rollout has no "
+                    "equivalent; episode_mode keeps restart_groups"
                 )
-        self.put(f"algorithm.{algo}.adam_eps", 1e-8, "EmbodiChain's Adam (torch's default eps)")
+        self.put(f"algorithm.{algo}.adam_eps", 1e-8, "EmbodiChain's Adam", "torch's default eps")
+
+
+def _explain(line: str, origins: dict[str, str]) -> str:
+    """A params validation line, located at the JSON key it came from."""
+    loc, _, message = line.partition(": ")
+    parts = loc.split(".")
+    for n in range(len(parts), 0, -1):
+        origin = origins.get(".".join(parts[:n]))
+        if origin is not None:
+            return f"{origin}: {message} (imported as {loc})"
+    return line
+
+
+def import_config(path: Path, env: str | None = None) -> Imported:
+    """Read an EmbodiChain training config and map it onto a validated params.yaml mapping.
+
+    Args:
+        env: an EmbodiChain env id or one of our env names, in place of the file's.
+    """
+    try:
+        config = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigImportError(
+            [f"cannot be read ({exc.strerror or exc}); check the path"]
+        ) from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ConfigImportError([f"{where}: malformed JSON ({exc.msg})"]) from None
+    if not isinstance(config, dict):
+        raise ConfigImportError(["<top level>: must be a JSON object"])
+    importer = _Importer(config, path)
+    importer.run(env)
+    try:
+        params = parse_params(importer.data)
+    except ParamsError as exc:
+        raise ConfigImportError([_explain(line, importer.origins) for line in exc.lines]) from None
+    data = params.model_dump(mode="json")
+    data["trainer"].pop("seed", None)  # the seeds are the top-level `seeds`
+    section = params.algorithm.section
+    data["algorithm"] = {"name": params.algorithm.name, section: data["algorithm"][section]}
+    return Imported(data, importer.imported, importer.dropped)
+
+
+def render(imported: Imported, source: Path) -> str:
+    """The params.yaml text: a header (source, imported, not imported), then every section."""
+    lines = [
+        f"# Imported from {source} (an EmbodiChain training config) by",
+        "# `python -m pipelines import-config`; every value not listed below is this",
+        "# project's default. Validated by pipelines/params.py.",
+        "#",
+        "# Imported (ours <- theirs):",
+        *(f"#   {line}" for line in imported.imported),
+        "#",
+        f"# Not imported ({len(imported.dropped)}, no equivalent here):",
+        *(f"#   {line}" for line in imported.dropped),
+    ]
+    body = yaml.dump(imported.data, Dumper=_Dumper, sort_keys=False, width=100)
+    # A blank line before each top-level section, as in the hand-written params.yaml.
+    body = re.sub(r"\n(?=\S)", "\n\n", body)
+    return "\n".join(lines) + "\n\n" + body
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block mappings, flow lists (`hidden_sizes: [256, 256]`)."""
+
+
+_Dumper.add_representer(
+    list, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, True)
+)
+
+
+def import_config_main(argv: list[str]) -> int:
+    """`import-config`: write params.yaml from an EmbodiChain JSON; 0 written, 2 bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines import-config",
+        description="Turn an EmbodiChain training config (JSON) into a params.yaml.",
+    )
+    parser.add_argument("config", type=Path, help="EmbodiChain's train_config.json")
+    parser.add_argument("-o", "--output", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output")
+    parser.add_argument(
+        "--env", help="an EmbodiChain env id (PushCubeRL) or ours, when the file's is unreadable"
+    )
+    args = parser.parse_args(argv)
+    if args.output.exists() and not args.force:
+        print(
+            f"error: {args.output}: already exists; pass --force to overwrite it", file=sys.stderr
+        )
+        return 2
+    try:
+        imported = import_config(args.config, args.env)
+    except ConfigImportError as exc:
+        for line in exc.lines:
+            print(f"error: {args.config}: {line}", file=sys.stderr)
+        return 2
+    try:
+        write_text(args.output, render(imported, args.config))
+    except OSError as exc:
+        print(f"error: {args.output}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    algorithm, env = imported.data["algorithm"]["name"], imported.data["env"]["name"]
+    print(f"wrote {args.output}: {algorithm} on {env}, from {args.config}")
+    print("imported (ours <- theirs):")
+    print("\n".join(f"  {line}" for line in imported.imported))
+    print(f"not imported ({len(imported.dropped)}, no equivalent here):")
+    print("\n".join(f"  {line}" for line in imported.dropped))
+    return 0

@@ -4,86 +4,208 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.import_config import import_config_main
+from pipelines.__main__ import main
+from pipelines.import_config import every_iters, import_config_main
 from pipelines.params import load_params
 
-TUTORIAL = Path(__file__).parent / "data" / "embodichain_push_cube_ppo.json"
+DATA = Path(__file__).parent / "data"
+# The tutorial's train_config.json. Its trainer.gym_config path is relative to EmbodiChain's
+# checkout, which DATA stands in for: DATA/configs/agents/rl/push_cube/gym_config.json.
+PPO = DATA / "embodichain_push_cube_ppo.json"
+# The tutorial's GRPO example in the same file, with its `env` section instead of gym_config.
+GRPO = DATA / "embodichain_push_cube_grpo.json"
 
 
-def test_the_tutorial_config_imports_as_valid_params(tmp_path, capsys):
+def _leaf_paths(node: dict, prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            paths += _leaf_paths(value, f"{prefix}{key}.")
+        else:
+            paths.append(f"{prefix}{key}")
+    return paths
+
+
+def _import(tmp_path: Path, source: Path, *extra: str) -> Path:
     out = tmp_path / "params.yaml"
-    assert import_config_main([str(TUTORIAL), "-o", str(out)]) == 0
+    assert import_config_main([str(source), "-o", str(out), *extra]) == 0
+    return out
+
+
+def _write(tmp_path: Path, config: dict) -> Path:
+    source = tmp_path / "train_config.json"
+    source.write_text(json.dumps(config))
+    return source
+
+
+def test_the_tutorial_ppo_config_imports_with_its_hyperparameters(tmp_path, capsys):
+    out = _import(tmp_path, PPO)
     params = load_params(out)
     ppo = params.algorithm.config
-    assert params.algorithm.name == "ppo" and params.env.name == "push_cube"  # PushCubeRL
+    assert params.name == "push_cube_ppo" and params.seeds == [42]
+    assert (params.env.name, params.env.device) == ("push_cube", "cuda:0")  # from PushCubeRL
+    assert params.env.num_envs == 64  # trainer.num_envs overrides the gym_config's 128
+    assert params.algorithm.name == "ppo"
     assert (ppo.lr, ppo.num_epochs, ppo.gamma, ppo.gae_lambda) == (1e-4, 10, 0.99, 0.95)
-    assert (ppo.clip_eps, ppo.ent_coef, ppo.vf_coef, ppo.max_grad_norm) == (0.2, 0.01, 0.5, 0.5)
-    # 64 envs x 1024 steps = 65,536 samples per iteration; batches of 8,192 -> 8 minibatches.
+    assert (ppo.clip_eps, ppo.ent_coef, ppo.max_grad_norm) == (0.2, 0.01, 0.5)
+    # EmbodiChain's value loss is the plain MSE, ours 0.5 x MSE: the same gradient needs 2x.
+    assert ppo.vf_coef == 2 * 0.5
+    assert ppo.adam_eps == 1e-8  # EmbodiChain's torch.optim.Adam default
+    # 64 envs x 1024 steps = 65,536 samples per update, in batches of 8,192: 8 minibatches.
     assert ppo.num_minibatches == 8
-    assert params.trainer.num_steps == 1024 and params.env.num_envs == 64
-    assert params.trainer.total_env_steps == 1000 * 1024 * 64  # iterations x steps x envs
-    # Every 100 env steps there = every iteration here (an iteration is 65,536 env steps).
-    assert params.trainer.eval_every_iters == 1 and params.trainer.checkpoint_every_iters == 1
-    assert params.trainer.eval_episodes == 16 * 3
-    assert params.seeds == [42] and params.name == "push_cube_ppo"
+    assert params.trainer.num_steps == 1024  # buffer_size: steps per env per rollout
+    assert params.trainer.total_env_steps == 65_536_000  # 1000 iterations x 1024 x 64
+    # EmbodiChain evaluates and saves when global_step % 100 == 0, global_step being
+    # k x 65,536 after iteration k: gcd(65,536, 100) = 4, so every 100 / 4 = 25 iterations.
+    assert params.trainer.eval_every_iters == 25
+    assert params.trainer.checkpoint_every_iters == 25
+    assert params.trainer.eval_episodes == 48  # 3 rounds of 16 eval envs
     assert list(params.policy.hidden_sizes) == [256, 256] and params.policy.activation == "relu"
-    text = out.read_text()
+
+    text, printed = out.read_text(), capsys.readouterr().out
+    assert text.startswith(f"# Imported from {PPO} (an EmbodiChain training config)")
+    for line in (
+        "trainer.use_wandb = true: Weights & Biases logging",
+        'trainer.wandb_project_name = "embodichain-push_cube": Weights & Biases',
+        "trainer.headless = true:",
+        "trainer.events = {...}:",
+        "configs/agents/rl/push_cube/gym_config.json: env.extensions = {...}:",
+        "configs/agents/rl/push_cube/gym_config.json: env.num_envs = 128: overridden",
+    ):
+        assert f"\n#   {line}" in text and f"\n  {line}" in printed
+    # Every key of the file is accounted for, as imported or not imported.
+    for path in _leaf_paths(json.loads(PPO.read_text())):
+        parts = path.split(".")
+        prefixes = {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
+        assert any(f" {p}" in printed or f"({p}" in printed for p in prefixes), path
+    # Whole: DVC's stages track every section, so the file replaces params.yaml as it is.
+    assert set(yaml.safe_load(text)) >= {"replay", "runtime", "evaluation", "video", "search"}
+
+
+def test_the_tutorial_grpo_example_maps_its_own_keys(tmp_path, capsys):
+    config = json.loads(GRPO.read_text())
+    # Keys of other EmbodiChain versions, with no equivalent here: listed, not lost.
+    config["algorithm"]["cfg"] |= {"kl_target": 0.0, "gae_lambda": 0.95}
+    config["policy"]["actor"]["network_cfg"]["use_layernorm"] = True
+    params = load_params(_import(tmp_path, _write(tmp_path, config)))
+    grpo = params.algorithm.config
+    assert params.algorithm.name == "grpo" and params.env.name == "push_cube"
+    assert (grpo.lr, grpo.num_epochs, grpo.gamma, grpo.clip_eps) == (1e-4, 10, 0.99, 0.2)
+    assert (grpo.ent_coef, grpo.kl_coef, grpo.group_size, grpo.eps) == (0.001, 0, 4, 1e-8)
+    assert grpo.reset_every_rollout and grpo.episode_mode == "first_done"
+    assert grpo.num_minibatches == 8  # 64 x 1024 / 8192
     printed = capsys.readouterr().out
-    for dropped in ("trainer.use_wandb", "trainer.headless", "gym_config.cfg.extensions"):
-        assert f"#   {dropped}:" in text and f"not imported: {dropped}:" in printed
-    assert set(yaml.safe_load(text)) >= {"runtime", "replay", "evaluation", "video", "schedule"}
+    assert "env.cfg.num_envs = 4: overridden by trainer.num_envs" in printed
+    assert 'env.cfg.extensions = {"success_threshold": 0.1}: task parameters' in printed
+    assert "algorithm.cfg.kl_target = 0.0: no equivalent here" in printed
+    assert "algorithm.cfg.gae_lambda = 0.95: GRPO has no critic" in printed
+    assert "policy.actor.network_cfg.use_layernorm = true: no equivalent here" in printed
 
 
-def test_a_grpo_config_maps_its_own_keys(tmp_path):
-    config = json.loads(TUTORIAL.read_text())
-    config["algorithm"] = {
-        "name": "grpo",
-        "cfg": {
-            "learning_rate": 1e-4,
-            "group_size": 4,
-            "kl_coef": 0,
-            "truncate_at_first_done": True,
-        },
-    }
-    source = tmp_path / "grpo.json"
-    source.write_text(json.dumps(config))
-    out = tmp_path / "params.yaml"
-    assert import_config_main([str(source), "-o", str(out), "--env", "cartpole"]) == 0
-    grpo = load_params(out).algorithm.config
-    assert (grpo.group_size, grpo.kl_coef, grpo.episode_mode) == (4, 0, "first_done")
+def test_absent_algorithm_keys_take_embodichains_defaults(tmp_path, capsys):
+    config = json.loads(GRPO.read_text())
+    del config["algorithm"]["cfg"]["kl_coef"]
+    grpo = load_params(_import(tmp_path, _write(tmp_path, config))).algorithm.config
+    assert grpo.kl_coef == 0.02  # GRPOCfg's default there; ours is 0
+    assert "kl_coef: 0.02 <- EmbodiChain's kl_coef (absent" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("freq", "steps_per_iter", "iters"),
+    [(100, 65_536, 25), (65_536, 65_536, 1), (1024, 65_536, 1), (10**6, 65_536, 15_625), (0, 8, 0)],
+)
+def test_embodichain_step_intervals_in_iterations(freq, steps_per_iter, iters):
+    assert every_iters(freq, steps_per_iter) == iters
+
+
+def test_evaluation_off_there_is_only_the_final_one_here(tmp_path, capsys):
+    config = json.loads(PPO.read_text())
+    config["trainer"]["enable_eval"] = False
+    params = load_params(_import(tmp_path, _write(tmp_path, config), "--env", "PushCubeRL"))
+    assert params.trainer.eval_every_iters == 0
+    assert "trainer.eval_freq = 100: evaluation is off" in capsys.readouterr().out
+
+
+def test_the_env_can_be_named_when_gym_config_is_out_of_reach(tmp_path, capsys):
+    source = _write(tmp_path, json.loads(PPO.read_text()))  # no gym_config beside it
+    assert import_config_main([str(source), "-o", str(tmp_path / "p.yaml")]) == 2
+    assert capsys.readouterr().err == (
+        f'error: {source}: env.id: missing; add "env": {{"id": "PushCubeRL"}}, point '
+        "trainer.gym_config at EmbodiChain's gym_config.json, or pass --env PushCubeRL\n"
+    )
+    params = load_params(_import(tmp_path, source, "--env", "PushCubeRL"))
+    assert params.env.name == "push_cube" and params.env.num_envs == 64
+    assert "trainer.gym_config = " in capsys.readouterr().out  # listed: not found
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
     [
         (
-            {"env": {"id": "PushCubeRL"}, "algorithm": {"name": "dqn", "cfg": {}}},
-            "algorithm.name: 'dqn' has no equivalent; ours are ('ppo', 'grpo', 'sac')",
+            {"algorithm": {"name": "apg", "cfg": {}}},
+            "algorithm.name: 'apg' has no equivalent here; use one of ['grpo', 'ppo']",
         ),
         (
-            {"env": {"id": "StackBlocks"}},
-            "env.id: 'StackBlocks' has no equivalent here; pass --env NAME",
+            {"env": {"id": "StackBlocksRL"}},
+            "env.id: env id 'StackBlocksRL' has no equivalent here; known: ['PushCubeRL'], "
+            "or pass --env with one of ours ['cartpole', 'pendulum', 'push_cube']",
         ),
-        ({}, "env: no env section with an `id`; pass --env NAME"),
+        (
+            {"trainer": {"buffer_size": "long"}},
+            "trainer.buffer_size: must be an integer >= 1, got 'long'",
+        ),
+        (  # validated like params.yaml, reported at the JSON key
+            {"algorithm": {"name": "ppo", "cfg": {"learning_rate": -1}}},
+            "algorithm.cfg.learning_rate: must be > 0, got -1.0 (imported as algorithm.ppo.lr)",
+        ),
+        (
+            {"algorithm": {"name": "grpo", "cfg": {"group_size": 5}}},
+            "algorithm.cfg.group_size: must divide env.num_envs (64), got 5 "
+            "(imported as algorithm.grpo.group_size)",
+        ),
     ],
 )
-def test_what_cannot_be_imported_is_one_clear_line(tmp_path, capsys, change, message):
-    config = json.loads(TUTORIAL.read_text())
-    del config["trainer"]["gym_config"]
-    config.update(change)
-    source = tmp_path / "train_config.json"
-    source.write_text(json.dumps(config))
+def test_what_cannot_be_imported_is_one_line_naming_the_key(tmp_path, capsys, change, line):
+    config = json.loads(GRPO.read_text())
+    for section, value in change.items():
+        config[section] = {**config[section], **value} if section == "trainer" else value
+    source = _write(tmp_path, config)
     assert import_config_main([str(source), "-o", str(tmp_path / "p.yaml")]) == 2
-    assert capsys.readouterr().err == f"error: {source}: {message}\n"
+    assert capsys.readouterr().err == f"error: {source}: {line}\n"
     assert not (tmp_path / "p.yaml").exists()
 
 
-def test_missing_files_and_existing_outputs_are_refused(tmp_path, capsys):
-    assert import_config_main([str(tmp_path / "none.json")]) == 2
-    assert "none.json: cannot be read" in capsys.readouterr().err
+def test_unreadable_files_are_one_line_errors(tmp_path, capsys):
+    missing = tmp_path / "none.json"
+    assert import_config_main([str(missing), "-o", str(tmp_path / "p.yaml")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {missing}: cannot be read (No such file or directory); check the path\n"
+    )
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"trainer": {"seed": 1,}}')
+    assert import_config_main([str(broken), "-o", str(tmp_path / "p.yaml")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {broken}: line 1, column 24: malformed JSON (Expecting property name "
+        "enclosed in double quotes)\n"
+    )
+
+
+def test_an_existing_output_is_kept_unless_forced(tmp_path, capsys):
     out = tmp_path / "params.yaml"
     out.write_text("name: mine\n")
-    assert import_config_main([str(TUTORIAL), "-o", str(out)]) == 2
-    assert "exists; pass --force" in capsys.readouterr().err
+    assert import_config_main([str(PPO), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {out}: already exists; pass --force to overwrite it\n"
+    )
     assert out.read_text() == "name: mine\n"
-    assert import_config_main([str(TUTORIAL), "-o", str(out), "--force"]) == 0
+    assert import_config_main([str(PPO), "-o", str(out), "--force"]) == 0
+    assert load_params(out).name == "push_cube_ppo"
+
+
+def test_names_are_sanitised_and_the_cli_runs_it(tmp_path, capsys):
+    config = json.loads(GRPO.read_text())
+    config["trainer"]["exp_name"] = "push cube/grpo v2"
+    out = tmp_path / "params.yaml"
+    assert main(["import-config", str(_write(tmp_path, config)), "-o", str(out)]) == 0
+    assert load_params(out).name == "push-cube-grpo-v2"
+    assert 'name: "push-cube-grpo-v2" <- trainer.exp_name (sanitised' in capsys.readouterr().out
