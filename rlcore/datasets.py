@@ -37,6 +37,8 @@ class DatasetError(ConfigError):
 def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any]) -> None:
     """Write the buffer's filled transitions (oldest first) as a dataset directory at `path`."""
     path = Path(path)
+    if len(buffer) == 0:
+        raise ValueError(f"cannot save dataset {path}: the replay buffer is empty")
     path.parent.mkdir(parents=True, exist_ok=True)
     storage = buffer.storage
     start = buffer.cursor if buffer.size == buffer.capacity else 0
@@ -58,10 +60,16 @@ def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any])
         (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o755)
         old = path.with_name(f".{path.name}.old")
-        if path.exists():
+        replacing = path.exists()
+        if replacing:
             shutil.rmtree(old, ignore_errors=True)
             path.rename(old)
-        tmp.rename(path)
+        try:
+            tmp.rename(path)
+        except OSError:
+            if replacing:  # put the previous dataset back where it was
+                old.rename(path)
+            raise
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -78,6 +86,10 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads((path / META).read_text())
         meta["transitions"], meta["obs_dim"] = int(meta["transitions"]), int(meta["obs_dim"])
+        meta["action_shape"] = [int(n) for n in meta["action_shape"]]
+        if not isinstance(getattr(torch, meta["action_dtype"], None), torch.dtype):
+            raise ValueError(f"action_dtype {meta['action_dtype']!r} is no torch dtype")
+        meta["with_success"] = bool(meta["with_success"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatasetError(f"dataset {path}: {META} is missing or damaged ({exc})") from None
     if meta.get("format_version") != FORMAT_VERSION:
@@ -124,15 +136,32 @@ def load_dataset(
             f"dataset {path}: {META} says {meta['transitions']} transitions, the data holds "
             f"{rows.batch_size[0]}"
         )
-    dtype = getattr(torch, meta["action_dtype"])
     buffer = ReplayBuffer(
         meta["transitions"],
         meta["obs_dim"],
         tuple(meta["action_shape"]),
-        dtype,
+        getattr(torch, meta["action_dtype"]),
         device,
         generator,
-        with_success=bool(meta["with_success"]),
+        with_success=meta["with_success"],
     )
+    _check_rows_fit(path, rows, buffer)
     buffer.add(rows)
     return buffer
+
+
+def _check_rows_fit(path: Path, rows: TensorDict, buffer: ReplayBuffer) -> None:
+    """The stored columns are the ones `meta.json` describes; the error names the key."""
+    keys, expected = set(rows.keys()), set(buffer.storage.keys())
+    if keys != expected:
+        raise DatasetError(
+            f"dataset {path}: {TRANSITIONS}/ holds {sorted(keys)}, {META} describes "
+            f"{sorted(expected)}"
+        )
+    for key, column in buffer.storage.items():
+        stored = rows[key]
+        if stored.shape[1:] != column.shape[1:] or stored.dtype != column.dtype:
+            raise DatasetError(
+                f"dataset {path}: {key} is stored as {stored.dtype} {list(stored.shape[1:])} "
+                f"but {META} says {column.dtype} {list(column.shape[1:])}"
+            )

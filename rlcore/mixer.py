@@ -35,7 +35,13 @@ class DataMixer:
         self._batches: dict[int, tuple[TensorDict, TensorDict | None, TensorDict | None]] = {}
 
     def sample(self, batch_size: int) -> TensorDict:
-        """One batch of `batch_size` transitions (offline rows first)."""
+        """One batch of `batch_size` transitions (offline rows first).
+
+        Each side gathers straight into its rows of the one batch, allocated on the first
+        call of each size; nothing is allocated afterwards.
+        """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
         cached = self._batches.get(batch_size)
         if cached is None:
             k = round(self.offline_fraction * batch_size)
@@ -45,8 +51,15 @@ class DataMixer:
         batch, offline_rows, online_rows = cached
         if offline_rows is not None:
             assert self.offline is not None
+            if len(self.offline) == 0:
+                raise ValueError("cannot draw offline rows: the offline dataset is empty")
             self.offline.sample(offline_rows.batch_size[0], out=offline_rows)
         if online_rows is not None:
+            if len(self.online) == 0:
+                raise ValueError(
+                    f"cannot draw {online_rows.batch_size[0]} online rows: the online replay "
+                    "buffer is empty (offline_fraction 1 trains without online data)"
+                )
             self.online.sample(online_rows.batch_size[0], out=online_rows)
         return batch
 

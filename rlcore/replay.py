@@ -48,15 +48,22 @@ NEXT_OBS = "next_obs"
 class ReplayBuffer:
     """Circular buffer of transitions with uniform sampling from the run's generator.
 
-    Nothing is allocated after construction in the steady state: `add_rollout` writes
-    straight into the storage (at most two slices per key, where the cursor wraps), and
+    Nothing is allocated after construction in the steady state: `add` and `add_rollout`
+    write straight into the storage (at most two slices per key, where the cursor wraps;
+    `add_rollout` of a rollout with `mask` is the exception, it gathers the valid rows), and
     `sample` gathers into a batch allocated on the first call of each batch size and reused
     afterwards, so a returned batch is overwritten by the next `sample` of that size.
 
-    Thread safety: every method that reads or writes the storage holds one lock, so a
-    prefetching thread's `sample` sees each transition either entirely before or entirely
-    after a concurrent `add`: never a transition whose fields come from different adds.
-    The returned batch itself is not protected: a thread consumes it before its next sample.
+    Thread safety: `add`, `add_rollout`, `sample`, `state_dict` and `load_state_dict` each
+    hold one lock while they touch the storage, cursor and size, so a prefetching thread's
+    `sample` sees every transition either entirely before or entirely after a concurrent
+    add: never a transition whose fields come from different adds, and never a slot beyond
+    the filled size. What is not protected: the returned batch (a thread consumes it before
+    its next `sample` of that size; two threads sampling one size concurrently must pass
+    their own `out`), and the generator (shared with whoever else draws from it). On CUDA
+    the lock orders the kernel launches, so both threads must use the same stream.
+
+    `generator` lives on the buffer's device (`torch.randint` draws the indices with it).
     """
 
     def __init__(
@@ -189,9 +196,15 @@ class ReplayBuffer:
     def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict:
         """Draw `batch_size` transitions uniformly (with replacement) from the filled slots.
 
-        Writes into `out` (batch shape [batch_size], the storage's keys) if given, else into
-        this buffer's reused batch of that size.
+        Writes into `out` (batch shape [batch_size], the storage's keys; a view into a larger
+        batch works, as its rows are contiguous) if given, else into this buffer's reused
+        batch of that size, which the next `sample` of that size overwrites.
         """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if out is not None and out.batch_size != torch.Size([batch_size]):
+            # index_select would resize a wrong-sized `out`, silently detaching it.
+            raise ValueError(f"out has batch size {list(out.batch_size)}, not [{batch_size}]")
         if out is None:
             out = self._batches.get(batch_size)
             if out is None:
@@ -220,30 +233,46 @@ class ReplayBuffer:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The filled rows (on the CPU), cursor and size: exact resume of the buffer."""
+        """The filled rows (on the CPU), cursor and size: exact resume of the buffer.
+
+        The generator is not included: the run that owns it saves its state.
+        """
         with self._lock:
             return {
                 "capacity": self.capacity,
                 "cursor": self.cursor,
                 "size": self.size,
-                "storage": {k: v[: self.size].cpu().clone() for k, v in self.storage.items()},
+                "storage": {
+                    k: v[: self.size].to("cpu", copy=True) for k, v in self.storage.items()
+                },
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned, in place (the storage keeps its identity)."""
+        """Restore what `state_dict` returned, in place (the storage keeps its identity).
+
+        Everything is checked before anything is written: a state that does not fit leaves
+        the buffer as it was.
+        """
         if state["capacity"] != self.capacity:
             raise ValueError(
                 f"replay state of capacity {state['capacity']} does not fit a buffer of "
                 f"capacity {self.capacity}"
             )
+        saved, size, cursor = state["storage"], int(state["size"]), int(state["cursor"])
+        if set(saved) != set(self.storage.keys()):
+            raise ValueError(
+                f"replay state holds {sorted(saved)}, the buffer {sorted(self.storage.keys())}"
+            )
+        if not (0 <= size <= self.capacity and 0 <= cursor < self.capacity):
+            raise ValueError(f"replay state's size {size} / cursor {cursor} out of range")
+        for key, column in self.storage.items():
+            rows = saved[key]
+            if rows.shape != (size, *column.shape[1:]) or rows.dtype != column.dtype:
+                raise ValueError(
+                    f"replay state's {key} is {rows.dtype} {list(rows.shape)}, the buffer "
+                    f"needs {column.dtype} {[size, *column.shape[1:]]}"
+                )
         with self._lock:
-            size = int(state["size"])
             for key, column in self.storage.items():
-                saved = state["storage"][key]
-                if saved.shape[1:] != column.shape[1:] or saved.dtype != column.dtype:
-                    raise ValueError(
-                        f"replay state's {key} is {saved.dtype} {list(saved.shape[1:])}, the "
-                        f"buffer's {column.dtype} {list(column.shape[1:])}"
-                    )
-                column[:size].copy_(saved)
-            self.cursor, self.size = int(state["cursor"]), size
+                column[:size].copy_(saved[key])
+            self.cursor, self.size = cursor, size

@@ -69,6 +69,11 @@ class Trainer:
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
         algorithm = algorithm_spec(cfg.algorithm).load()
+        if cfg.replay.offline is not None and not algorithm.off_policy:
+            raise ConfigError(
+                f"replay.offline feeds off-policy algorithms (sac); {cfg.algorithm!r} learns "
+                "from its own rollouts only: remove replay.offline or use sac"
+            )
         if algorithm.off_policy and dist.world_size > 1:
             raise ConfigError(
                 f"algorithm.name {cfg.algorithm!r} is off-policy and trains in one process: "

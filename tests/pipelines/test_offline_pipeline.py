@@ -76,6 +76,9 @@ def test_collect_then_offline_sac_through_dvc_repro(tmp_path, git_dvc_env):
     assert "Stage 'collect' didn't change" in run(
         [sys.executable, "-m", "dvc", "repro"], tmp_path, env
     )
+    # The SAC policy loads for evaluation like any other.
+    run([sys.executable, "-m", "pipelines", "evaluate", "--seed", "0"], tmp_path, env)
+    assert json.loads((tmp_path / "metrics/seeds/0/eval.json").read_text())["episodes"] == 64
 
 
 @pytest.mark.parametrize(

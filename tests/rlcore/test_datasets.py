@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -64,3 +66,39 @@ def test_a_missing_or_damaged_dataset_is_one_clear_error(tmp_path):
     (tmp_path / "broken" / "meta.json").write_text("{not json")
     with pytest.raises(DatasetError, match=r"meta\.json is missing or damaged"):
         load_dataset(tmp_path / "broken", "cpu", torch.Generator())
+
+
+def test_data_that_contradicts_its_meta_is_refused_naming_the_key(tmp_path):
+    save_dataset(tmp_path / "data", buffer_of([1, 2], 2), source={})
+    meta_path = tmp_path / "data" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps(meta | {"obs_dim": 3}))  # the stored obs are [2]
+    with pytest.raises(
+        DatasetError, match=r"obs is stored as torch.float32 \[2\] but meta.json says .* \[3\]"
+    ):
+        load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    meta_path.write_text(json.dumps(meta | {"action_dtype": "banana"}))
+    with pytest.raises(DatasetError, match="action_dtype 'banana' is no torch dtype"):
+        check_dataset_fits(tmp_path / "data", 2, (1,), torch.float32)
+
+
+def test_a_missing_directory_fails_to_load_naming_the_path(tmp_path):
+    with pytest.raises(DatasetError, match=r"dataset .*absent does not exist"):
+        load_dataset(tmp_path / "absent", "cpu", torch.Generator())
+
+
+def test_an_empty_buffer_is_not_saved(tmp_path):
+    empty = ReplayBuffer(4, 2, (1,), torch.float32, "cpu", torch.Generator())
+    with pytest.raises(ValueError, match="the replay buffer is empty"):
+        save_dataset(tmp_path / "data", empty, source={})
+    assert not any(tmp_path.iterdir())
+
+
+def test_importing_the_datasets_module_stays_light():
+    # tests/test_import_purity.py imports rlcore.trainer, which imports this module lazily.
+    code = (
+        "import sys, rlcore.datasets;"
+        "print(','.join(m for m in ('prefect', 'dvc', 'optuna', 'pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

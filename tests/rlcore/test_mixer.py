@@ -37,8 +37,6 @@ def test_a_batch_takes_its_share_of_rows_from_the_offline_data(fraction, offline
 def test_offline_only_training_needs_no_online_data():
     empty = ReplayBuffer(5, 3, (2,), torch.float32, "cpu", torch.Generator())
     assert (DataMixer(empty, filled(-1.0), 1.0).sample(8)[REWARD] == -1).all()
-    with pytest.raises(ValueError, match="empty replay buffer"):
-        DataMixer(empty, filled(-1.0), 0.5).sample(8)
 
 
 def test_a_dataset_of_another_shape_is_refused_naming_the_key():
@@ -46,3 +44,33 @@ def test_a_dataset_of_another_shape_is_refused_naming_the_key():
         DataMixer(filled(1.0), filled(-1.0, obs_dim=5), 0.5)
     with pytest.raises(ValueError, match="needs an offline buffer"):
         DataMixer(filled(1.0), None, 0.5)
+
+
+def test_the_offline_fraction_must_be_a_share():
+    with pytest.raises(ValueError, match=r"offline_fraction must be in \[0, 1\], got 1.5"):
+        DataMixer(filled(1.0), filled(-1.0), 1.5)
+
+
+def test_a_dataset_with_other_keys_is_refused_naming_them():
+    with_success = ReplayBuffer(4, 3, (2,), torch.float32, "cpu", torch.Generator(), True)
+    with pytest.raises(ValueError, match=r"offline dataset holds \[.*'success'.*\], the env's"):
+        DataMixer(filled(1.0), with_success, 0.5)
+
+
+def test_an_empty_side_is_named_when_it_is_needed():
+    empty = ReplayBuffer(5, 3, (2,), torch.float32, "cpu", torch.Generator())
+    with pytest.raises(ValueError, match="the offline dataset is empty"):
+        DataMixer(filled(1.0), empty, 0.5).sample(8)
+    with pytest.raises(ValueError, match="cannot draw 4 online rows: the online replay buffer"):
+        DataMixer(empty, filled(-1.0), 0.5).sample(8)
+    # Fraction 0 never touches the (empty) offline side.
+    assert (DataMixer(filled(1.0), empty, 0.0).sample(8)[REWARD] == 1).all()
+
+
+def test_both_sides_write_into_one_reused_batch():
+    mixer = DataMixer(filled(1.0), filled(-1.0), 0.5)
+    first = mixer.sample(8)
+    pointer = first[OBS].data_ptr()
+    second = mixer.sample(8)
+    assert second is first and second[OBS].data_ptr() == pointer
+    assert second[REWARD].tolist() == [-1.0] * 4 + [1.0] * 4

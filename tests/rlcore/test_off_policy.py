@@ -118,3 +118,11 @@ def test_a_dataset_of_another_env_is_refused_naming_the_key(tmp_path):
         Trainer(small_sac(offline=OfflineConfig(path, fraction=0.5)))
     with pytest.raises(DatasetError, match="does not exist"):
         Trainer(small_sac(offline=OfflineConfig(str(tmp_path / "missing"), fraction=0.5)))
+
+
+def test_an_offline_dataset_for_an_on_policy_algorithm_is_refused(tmp_path):
+    cfg = dataclasses.replace(
+        small_sac(offline=OfflineConfig(random_dataset(tmp_path), 0.5)), algorithm="ppo", algo=None
+    )
+    with pytest.raises(ConfigError, match=r"replay\.offline feeds off-policy algorithms"):
+        Trainer(cfg)

@@ -4,6 +4,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.envs.cartpole import CartPole
+from rlcore.envs.pendulum import Pendulum
+from rlcore.envs.push_cube import PushCube
 from rlcore.replay import NEXT_OBS, ReplayBuffer
 from rlcore.rollout import (
     ACTION,
@@ -152,3 +155,91 @@ def test_concurrent_add_and_sample_never_tear_a_transition():
         stop.set()
         thread.join()
     assert not torn
+
+
+def test_capacity_must_be_positive():
+    with pytest.raises(ValueError, match="capacity must be a positive integer, got 0"):
+        make_buffer(0)
+
+
+@pytest.mark.parametrize(
+    ("env_cls", "action_shape", "action_dtype", "keys"),
+    [
+        (CartPole, (), torch.int64, 6),  # Discrete(2): one int64 per transition
+        (Pendulum, (1,), torch.float32, 6),
+        (PushCube, (2,), torch.float32, 7),  # reports success: one more column
+    ],
+)
+def test_for_env_shapes_the_storage_like_the_env(env_cls, action_shape, action_dtype, keys):
+    env = env_cls(num_envs=2)
+    buffer = ReplayBuffer.for_env(env, 16, torch.Generator())
+    assert buffer.storage[ACTION].shape == (16, *action_shape)
+    assert buffer.storage[ACTION].dtype == action_dtype
+    assert buffer.storage[OBS].shape == buffer.storage[NEXT_OBS].shape == (16, env.obs_dim)
+    assert len(buffer.storage.keys()) == keys and len(buffer) == 0
+
+
+def test_add_rollout_wraps_around_the_end():
+    buffer = ReplayBuffer(4, 1, (1,), torch.float32, "cpu", torch.Generator())
+    buffer.add_rollout(tiny_rollout())  # 6 transitions into 4 slots: the last 4 are kept
+    # The last 4 of the time-major order [0, 10, 1, 11, 100, 12] land in slots 0..3.
+    assert buffer.storage[OBS].squeeze(-1).tolist() == [1, 11, 100, 12]
+    assert (buffer.cursor, len(buffer)) == (0, 4)
+    buffer.add(transitions([50], obs_dim=1))  # cursor 0 -> 1
+    buffer.add_rollout(tiny_rollout())
+    # Again only the last 4 (obs 1, 11, 100, 12) survive, written from the cursor (slots
+    # 1, 2, 3) and wrapping to slot 0, over the 50 added just before.
+    assert buffer.storage[OBS].squeeze(-1).tolist() == [12, 1, 11, 100]
+    assert buffer.storage[NEXT_OBS].squeeze(-1).tolist() == [13, 2, 12, 101]
+    assert (buffer.cursor, len(buffer)) == (1, 4)
+
+
+def test_add_rollout_splits_a_write_that_crosses_the_end():
+    buffer = ReplayBuffer(8, 1, (1,), torch.float32, "cpu", torch.Generator())
+    buffer.add(transitions([50, 51, 52, 53, 54], obs_dim=1))  # cursor 5
+    buffer.add_rollout(tiny_rollout())  # 3 rows at 5..7, 3 rows at 0..2
+    assert buffer.storage[OBS].squeeze(-1).tolist() == [11, 100, 12, 53, 54, 0, 10, 1]
+    assert buffer.storage[NEXT_OBS].squeeze(-1).tolist() == [12, 101, 13, 53.5, 54.5, 1, 11, 2]
+    assert (buffer.cursor, len(buffer)) == (3, 8)
+
+
+def test_sample_writes_into_a_view_of_a_larger_batch_in_place():
+    buffer = make_buffer(10)
+    buffer.add(transitions([4, 4, 4]))  # every slot holds id 4
+    big = buffer.empty_batch(6)
+    big[REWARD].fill_(-1)
+    pointer = big[REWARD].data_ptr()
+    buffer.sample(4, out=big[2:])
+    assert big[REWARD].tolist() == [-1, -1, 4, 4, 4, 4]
+    assert big[REWARD].data_ptr() == pointer
+    with pytest.raises(ValueError, match=r"out has batch size \[6\], not \[4\]"):
+        buffer.sample(4, out=big)
+
+
+def test_sample_reuses_its_batch_for_each_size():
+    buffer = make_buffer(10)
+    buffer.add(transitions([1, 2, 3]))
+    first = buffer.sample(8)
+    pointers = {key: t.data_ptr() for key, t in first.items()}
+    second = buffer.sample(8)
+    assert second is first and {k: t.data_ptr() for k, t in second.items()} == pointers
+    assert buffer.sample(4) is not first
+
+
+def test_a_state_of_another_shape_is_refused_before_anything_is_written():
+    state = make_buffer(8, obs_dim=3).state_dict()
+    target = make_buffer(8, obs_dim=2)
+    target.add(transitions([7]))
+    with pytest.raises(ValueError, match=r"obs is torch.float32 \[0, 3\], the buffer needs"):
+        target.load_state_dict(state)
+    assert (target.cursor, len(target)) == (1, 1) and target.storage[REWARD][0] == 7
+
+
+def test_load_keeps_the_storage_identity():
+    source = make_buffer(8, seed=1)
+    source.add(transitions([1, 2, 3]))
+    target = make_buffer(8)
+    pointers = {key: t.data_ptr() for key, t in target.storage.items()}
+    target.load_state_dict(source.state_dict())
+    assert {key: t.data_ptr() for key, t in target.storage.items()} == pointers
+    assert target.storage[REWARD][:3].tolist() == [1, 2, 3]

@@ -1,0 +1,135 @@
+"""SAC on HalfCheetah: evaluation return and wall time at a budget, ours vs SB3 (RL Zoo).
+
+Run from the repository root (needs the `mujoco` and `bench` extras):
+
+    .venv/bin/python -m benchmarks.sac_halfcheetah                       # 300k steps, 3 seeds
+    .venv/bin/python -m benchmarks.sac_halfcheetah --steps 20000 --seeds 0
+
+Per seed, taking turns: `SAC_PRESETS["mujoco_halfcheetah"]` (native batched MuJoCo),
+`SAC_PRESETS["gym_halfcheetah"]` (Gymnasium HalfCheetah-v5 through the bridge) and
+Stable-Baselines3 SAC with RL Zoo's HalfCheetah settings (learning_starts 10,000, SB3's
+defaults otherwise: 256x256, lr 3e-4, batch 256, buffer 1M, one gradient step per env step)
+on HalfCheetah-v5, each for `--steps` env steps, then 10 deterministic evaluation episodes
+(ours on the trainer's evaluation env, SB3's with `evaluate_policy`). Prints the return and
+the wall time (evaluation excluded) and the ratio of wall times to SB3's (target <= 0.5 with
+a return >= SB3's at 300k steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Any
+
+from benchmarks.common import base_parser, print_table, setup, write_json
+from rlcore.config import ExperimentConfig
+from rlcore.presets import SAC_PRESETS
+from rlcore.trainer import Trainer
+
+EVAL_EPISODES = 10
+
+
+def run_ours(impl: str, base: ExperimentConfig, seed: int, steps: int) -> dict[str, Any]:
+    tc = dataclasses.replace(
+        base.trainer, seed=seed, total_env_steps=steps, eval_every_iters=0,
+        eval_episodes=EVAL_EPISODES,
+    )  # fmt: skip
+    cfg = dataclasses.replace(base, trainer=tc)
+    eval_s = [0.0]
+
+    def sink(step: int, metrics: dict[str, float]) -> None:
+        eval_s[0] += metrics.get("time/eval_s", 0.0)
+
+    start = time.perf_counter()
+    trainer = Trainer(cfg, sink=sink)
+    result = trainer.run()
+    wall = time.perf_counter() - start - eval_s[0]
+    trainer.env.close()
+    if trainer.eval_env is not None:
+        trainer.eval_env.close()
+    return row(impl, seed, result.env_steps, result.eval_metrics["eval/episode_return"], wall)
+
+
+def run_sb3(seed: int, steps: int) -> dict[str, Any]:
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    start = time.perf_counter()
+    env = make_vec_env("HalfCheetah-v5", n_envs=1, seed=seed)
+    model = SAC("MlpPolicy", env, learning_starts=10_000, device="cpu", seed=seed, verbose=0)
+    model.learn(total_timesteps=steps)
+    wall = time.perf_counter() - start
+    eval_env = make_vec_env("HalfCheetah-v5", n_envs=1, seed=seed + 10_000)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+    env.close()
+    eval_env.close()
+    return row("sb3", seed, int(model.num_timesteps), float(mean), wall)
+
+
+def row(impl: str, seed: Any, steps: int, ret: float, wall: float) -> dict[str, Any]:
+    return {"impl": impl, "seed": seed, "env_steps": steps, "return": ret, "wall_s": wall}
+
+
+COLUMNS = [
+    ("impl", "impl", ""),
+    ("seed", "seed", ""),
+    ("env_steps", "env steps", ",d"),
+    ("return", "eval return", ".1f"),
+    ("wall_s", "wall-eval s", ".1f"),
+]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=300_000)
+    parser.add_argument("--impls", nargs="+", default=["native", "gym", "sb3"])
+    args = parser.parse_args(argv)
+    meta = setup(
+        args,
+        f"SAC HalfCheetah: return and wall time at {args.steps:,d} env steps",
+        method=f"one run per implementation and seed (seeds {args.seeds}), taking turns; "
+        "means and medians over seeds (--reps unused)",
+    )
+    presets = {"native": SAC_PRESETS["mujoco_halfcheetah"], "gym": SAC_PRESETS["gym_halfcheetah"]}
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in args.impls}
+    for seed in args.seeds:
+        order = args.impls if seed % 2 == 0 else args.impls[::-1]
+        for impl in order:
+            if impl == "sb3":
+                result = run_sb3(seed, args.steps)
+            else:
+                result = run_ours(impl, presets[impl], seed, args.steps)
+            runs[impl].append(result)
+            print_table([result], COLUMNS)
+    summary = []
+    for impl, rows in runs.items():
+        returns = [r["return"] for r in rows]
+        summary.append(
+            {
+                "impl": impl,
+                "seed": "mean",
+                "env_steps": rows[0]["env_steps"],
+                "return": statistics.mean(returns),
+                "wall_s": statistics.median(r["wall_s"] for r in rows),
+            }
+        )
+    print()
+    print_table([r for rows in runs.values() for r in rows] + summary, COLUMNS)
+    by_impl = {r["impl"]: r for r in summary}
+    if "sb3" in by_impl:
+        for impl in args.impls:
+            if impl != "sb3":
+                ours, sb3 = by_impl[impl], by_impl["sb3"]
+                ratio = ours["wall_s"] / sb3["wall_s"]
+                print(
+                    f"{impl} / sb3 wall-eval (medians): {ratio:.3f}; mean return "
+                    f"{ours['return']:.1f} vs {sb3['return']:.1f}"
+                )
+    write_json(args.json, meta, {"runs": runs, "summary": summary})
+
+
+if __name__ == "__main__":
+    main()
