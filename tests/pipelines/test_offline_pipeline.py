@@ -108,3 +108,28 @@ def test_sac_misuse_is_one_line_before_any_training(tmp_path, changes, line):
     assert done.returncode == 1
     assert done.stderr.strip() == line
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "metrics").exists()
+
+
+def test_collect_records_the_trained_policy_of_the_first_seed(tmp_path):
+    from pipelines.collect import collect
+    from pipelines.layout import Layout
+    from pipelines.params import parse_params
+    from pipelines.train import train
+
+    params = parse_params(
+        {
+            "env": {"name": "pendulum", "num_envs": 4},
+            "policy": {"hidden_sizes": [8]},
+            "trainer": {"total_env_steps": 256, "num_steps": 32, "eval_episodes": 2},
+            "collect": {"policy": "trained", "env_steps": 1000, "output": "data/ppo"},
+        }
+    )
+    layout = Layout(tmp_path)
+    train(params, layout)
+    metrics = collect(params, layout)
+    # 1,000 steps rounded up to whole collector calls of 4 envs x 64 steps: 4 calls, 1,024
+    # steps, 256 per env: every env ends one 200-step Pendulum episode.
+    assert metrics["transitions"] == 1024 and metrics["episodes"] == 4
+    meta = json.loads((tmp_path / "data/ppo/meta.json").read_text())
+    assert "final.pt (sampled actions)" in meta["source"]["policy"]
+    assert json.loads((tmp_path / "metrics/collect.json").read_text()) == metrics
