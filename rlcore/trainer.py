@@ -46,6 +46,11 @@ class TrainResult:
 class Trainer:
     """Owns the env, policy, rollout, collector and algorithm of one run (of one rank).
 
+    The algorithm comes from the registry (`cfg.algorithm`, `rlcore.algos.registry`): it
+    builds the policy and itself. An on-policy algorithm updates on each filled rollout; an
+    off-policy one (SAC) learns through `self.replay` (`rlcore.off_policy`), which stores
+    every rollout in a replay buffer and takes gradient steps on sampled batches.
+
     With `dist` (one rank of a torchrun job, see `rlcore.distributed`), every rank steps its
     own `env.num_envs` envs from its own seed, gradients are averaged over ranks at every
     optimizer step, and rank 0 alone evaluates and calls the sink; `save` and `load` are
