@@ -326,7 +326,7 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     errors = _old_layout_errors(data)
     algorithm, algorithm_errors = _parse_algorithm(data.get("algorithm"))
     errors += algorithm_errors
-    skip = {"algorithm", *_MOVED_SECTIONS}
+    skip = {"algorithm", *algorithm_names()}
     rest = {key: value for key, value in data.items() if key not in skip}
     try:
         params = Params.model_validate(rest)
@@ -345,16 +345,14 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     return params
 
 
-# Sections that moved; each error says where they live now.
-_MOVED_SECTIONS = {
-    name: f"{name}: algorithm settings live under `algorithm.{name}`; write "
-    f"`algorithm: {{name: {name}, {name}: {{...}}}}`"
-    for name in ("ppo", "grpo", "sac")
-}
-
-
 def _old_layout_errors(data: dict[str, Any]) -> list[str]:
-    return [line for key, line in _MOVED_SECTIONS.items() if key in data]
+    """A registered algorithm's settings at the top level: say where they live now."""
+    return [
+        f"{name}: algorithm settings live under `algorithm.{name}`; write "
+        f"`algorithm: {{name: {name}, {name}: {{...}}}}`"
+        for name in algorithm_names()
+        if name in data
+    ]
 
 
 def _cross_section_line(exc: ValueError) -> str:

@@ -27,18 +27,10 @@ class SeedResultsError(ValueError):
 
 
 def algorithm_line(params: Params) -> str:
-    name, cfg = params.algorithm.name, params.algorithm.config
-    if name == "grpo":
-        return (
-            f"GRPO (groups of {cfg.group_size}, {cfg.episode_mode}, KL coefficient {cfg.kl_coef:g})"
-        )
-    if name == "sac":
-        replay = params.replay
-        return (
-            f"SAC (replay {replay.capacity:,d}, batch {replay.batch_size}, "
-            f"{replay.updates_per_step:g} updates per env step)"
-        )
-    return name.upper() if ":" not in name else name
+    """The algorithm's name, with its own summary when its config has one (`summary()`)."""
+    name, cfg = params.algorithm.section, params.algorithm.config
+    summary = getattr(cfg, "summary", None)
+    return f"{name.upper()} ({summary()})" if summary is not None else name.upper()
 
 
 def _optimizer_line(params: Params) -> str:

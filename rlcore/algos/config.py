@@ -132,6 +132,10 @@ class GRPOConfig:
             "start a rollout from different states)",
         )
 
+    def summary(self) -> str:
+        """What the run report says of the settings beyond the optimizer's."""
+        return f"groups of {self.group_size}, {self.episode_mode}, KL coefficient {self.kl_coef:g}"
+
     def check_experiment(self, experiment: Any) -> None:
         """Every group is a block of envs: `group_size` must divide `env.num_envs`."""
         if experiment.env.num_envs % self.group_size != 0:

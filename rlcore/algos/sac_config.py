@@ -48,5 +48,10 @@ class SACConfig:
             "positive ints or null",
         )
 
+    def summary(self) -> str:
+        """What the run report says of the settings beyond the optimizer's."""
+        alpha = "learned" if self.autotune_alpha else "fixed"
+        return f"twin critics, tau {self.tau:g}, temperature {alpha} from {self.init_alpha:g}"
+
 
 register_algorithm(AlgorithmSpec("sac", SACConfig, "rlcore.algos.sac:SAC"))
