@@ -2,7 +2,7 @@
 
 The same machinery `torchrun --standalone --nproc_per_node=K` uses (an elastic agent with a
 c10d rendezvous on a free local port); nothing here schedules or talks to the workers.
-Several nodes are launched with `torchrun` directly (see the README).
+Several nodes are launched with `torchrun` directly (see docs/guide.md).
 """
 
 from __future__ import annotations

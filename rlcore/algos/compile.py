@@ -2,8 +2,8 @@
 
 A PPO minibatch step on the small MLPs of control tasks is a few hundred tiny tensor ops:
 their dispatch, not their arithmetic, is the update's cost. Compiling the loss (forward and,
-through AOTAutograd, backward) fuses them into a few generated kernels; see the README's
-benchmark of it. The loss stays a pure tensor function so the compiled graph never breaks;
+through AOTAutograd, backward) fuses them into a few generated kernels; see
+benchmarks/README.md. The loss stays a pure tensor function so the compiled graph never breaks;
 the finite check that needs the host stays outside it.
 """
 
