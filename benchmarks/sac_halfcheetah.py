@@ -4,6 +4,7 @@ Run from the repository root (needs the `mujoco` and `bench` extras):
 
     .venv/bin/python -m benchmarks.sac_halfcheetah                       # 300k steps, 3 seeds
     .venv/bin/python -m benchmarks.sac_halfcheetah --steps 20000 --seeds 0
+    .venv/bin/python -m benchmarks.sac_halfcheetah --impls native --precision bfloat16
 
 Per seed, taking turns: `SAC_PRESETS["mujoco_halfcheetah"]` (native batched MuJoCo),
 `SAC_PRESETS["gym_halfcheetah"]` (Gymnasium HalfCheetah-v5 through the bridge) and
@@ -12,7 +13,8 @@ defaults otherwise: 256x256, lr 3e-4, batch 256, buffer 1M, one gradient step pe
 on HalfCheetah-v5, each for `--steps` env steps, then 10 deterministic evaluation episodes
 (ours on the trainer's evaluation env, SB3's with `evaluate_policy`). Prints the return and
 the wall time (evaluation excluded) and the ratio of wall times to SB3's (target <= 0.5 with
-a return >= SB3's at 300k steps).
+a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.precision`
+(bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32).
 """
 
 from __future__ import annotations
@@ -86,14 +88,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--impls", nargs="+", default=["native", "gym", "sb3"])
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default=None)
     args = parser.parse_args(argv)
     meta = setup(
         args,
         f"SAC HalfCheetah: return and wall time at {args.steps:,d} env steps",
         method=f"one run per implementation and seed (seeds {args.seeds}), taking turns; "
-        "means and medians over seeds (--reps unused)",
+        f"means and medians over seeds (--reps unused); precision {args.precision or 'preset'}",
     )
     presets = {"native": SAC_PRESETS["mujoco_halfcheetah"], "gym": SAC_PRESETS["gym_halfcheetah"]}
+    if args.precision is not None:
+        presets = {
+            impl: dataclasses.replace(
+                cfg, algo=dataclasses.replace(cfg.algo, precision=args.precision)
+            )
+            for impl, cfg in presets.items()
+        }
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in args.impls}
     for seed in args.seeds:
         order = args.impls if seed % 2 == 0 else args.impls[::-1]

@@ -236,7 +236,8 @@ class SquashedGaussianActor(nn.Module):
         return obs if self.obs_norm is None else self.obs_norm(obs)
 
     def _mean_log_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.actor(x).chunk(2, dim=-1)
+        # Under bf16 autocast (SAC's `precision`) the sampling math stays in x's dtype.
+        mean, log_std = self.actor(x).to(x.dtype).chunk(2, dim=-1)
         return mean, log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
 
     def sample_normalized(

@@ -33,6 +33,8 @@ class TwinQ(nn.Module):
     """Two Q networks evaluated as one batched MLP (one `baddbmm` per layer for both).
 
     Initialised like `nn.Linear` (uniform in ±1/sqrt(fan_in)), independently per network.
+    Under bf16 autocast the hidden layers multiply in bf16 and the output layer in float32:
+    Q values of hundreds would lose the reward's scale to bf16's 8-bit mantissa.
 
     Shape:
         obs: [B, obs_dim], action: [B, action_dim] -> [2, B]
@@ -57,9 +59,11 @@ class TwinQ(nn.Module):
         x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
         last = len(self.weights) - 1
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            x = torch.baddbmm(bias, x, weight)
             if i < last:
-                x = self.activation(x)
+                x = self.activation(torch.baddbmm(bias, x, weight))
+            else:
+                with torch.autocast(x.device.type, enabled=False):
+                    x = torch.baddbmm(bias, x.to(weight.dtype), weight)
         return x.squeeze(-1)
 
 
@@ -134,6 +138,14 @@ class SAC:
         self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr or cfg.lr)
         self._params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
+        self._mixed_precision = cfg.precision == "bfloat16"
+        self._device_type = device.type
+
+    def _autocast(self) -> torch.autocast:
+        """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""
+        return torch.autocast(
+            self._device_type, dtype=torch.bfloat16, enabled=self._mixed_precision
+        )
 
     def critic_target_value(self, batch: TensorDict, alpha: torch.Tensor) -> torch.Tensor:
         """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s').
@@ -156,17 +168,19 @@ class SAC:
         """
         actor = self.actor
         alpha = self.log_alpha.detach().exp()
-        target = self.critic_target_value(batch, alpha)
-        x = actor.normalize(batch[OBS])
-        q = self.critic(x, actor.from_env(batch[ACTION]))
+        with self._autocast():
+            target = self.critic_target_value(batch, alpha)
+            x = actor.normalize(batch[OBS])
+            q = self.critic(x, actor.from_env(batch[ACTION]))
         critic_loss = 0.5 * (q - target).square().mean(1).sum()
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
 
         self.critic.requires_grad_(False)  # the actor's loss moves the actor alone
-        action, log_prob = actor.sample_normalized(x, self.generator)
-        q_pi = self.critic(x, action).amin(0)
+        with self._autocast():
+            action, log_prob = actor.sample_normalized(x, self.generator)
+            q_pi = self.critic(x, action).amin(0)
         actor_loss = (alpha * log_prob - q_pi).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
