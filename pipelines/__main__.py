@@ -84,6 +84,7 @@ def _guarded(
 
 
 def _stage_errors() -> tuple[type[Exception], ...]:
+    from pipelines.files import OutputError
     from pipelines.launch import LaunchError
     from pipelines.report import SeedResultsError
     from rlcore.distributed import DistributedError
@@ -91,11 +92,14 @@ def _stage_errors() -> tuple[type[Exception], ...]:
         CheckpointError,
         CompileUnavailableError,
         ConfigError,
+        MissingExtraError,
         NonFiniteError,
     )
 
     return (
         FileNotFoundError,
+        OutputError,
+        MissingExtraError,
         CheckpointError,
         ConfigError,
         CompileUnavailableError,
@@ -107,10 +111,11 @@ def _stage_errors() -> tuple[type[Exception], ...]:
 
 
 def _search_errors() -> tuple[type[Exception], ...]:
+    from pipelines.files import OutputError
     from pipelines.search import SearchError
-    from rlcore.errors import CompileUnavailableError
+    from rlcore.errors import CompileUnavailableError, ConfigError, MissingExtraError
 
-    return (SearchError, CompileUnavailableError)
+    return (SearchError, CompileUnavailableError, ConfigError, MissingExtraError, OutputError)
 
 
 class _UnknownSeedError(ValueError):

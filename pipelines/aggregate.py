@@ -92,15 +92,37 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def parse_metrics(text: str, where: str) -> dict[str, float]:
-    """A metrics file: a flat JSON object of numbers (ValueError saying what is wrong)."""
+# The keys each stage has always written (since the first seeded layout) and reports read.
+TRAIN_REQUIRED = ("env_steps", "iterations", "wall_s", "train_sps")
+EVAL_REQUIRED = ("episodes", "return_mean", "return_std", "return_min", "return_max")
+
+
+def parse_metrics(text: str, where: str, required: Sequence[str] = ()) -> dict[str, float]:
+    """A metrics file: a flat JSON object of numbers with the `required` keys finite
+    (ValueError naming the file and the key)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: malformed JSON ({exc})") from None
-    if not isinstance(data, dict) or not all(_number(v) for v in data.values()):
+    if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a flat JSON object of numbers")
+    for key, value in data.items():
+        if not _number(value):
+            raise ValueError(f"{where}: `{key}` must be a number, got {value!r}")
+    for key in required:
+        if key not in data:
+            raise ValueError(f"{where}: `{key}` is missing (the file is not a complete result)")
+        if not math.isfinite(data[key]):
+            raise ValueError(f"{where}: `{key}` is {data[key]}, not a finite number")
     return data
+
+
+def parse_train_metrics(text: str, where: str) -> dict[str, float]:
+    return parse_metrics(text, where, TRAIN_REQUIRED)
+
+
+def parse_eval_metrics(text: str, where: str) -> dict[str, float]:
+    return parse_metrics(text, where, EVAL_REQUIRED)
 
 
 def parse_curve(text: str, where: str) -> list[dict[str, float]]:
@@ -123,8 +145,8 @@ def load_seed(read: Reader, layout: Layout, seed: int) -> SeedRun:
     paths = layout.for_seed(seed)
     run = SeedRun(seed)
     files: list[tuple[str, Path, str, Callable[[str, str], Any]]] = [
-        ("train", paths.train_metrics, "train", parse_metrics),
-        ("evaluation", paths.eval_metrics, "evaluate", parse_metrics),
+        ("train", paths.train_metrics, "train", parse_train_metrics),
+        ("evaluation", paths.eval_metrics, "evaluate", parse_eval_metrics),
         ("curve", paths.curve, "train", parse_curve),
     ]
     for attr, path, stage, parse in files:

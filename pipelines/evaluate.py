@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 
-from pipelines.files import require, write_json
+from pipelines.files import check_writable, require, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.envs import make_env
 from rlcore.evaluate import run_episodes
 from rlcore.runtime import configure_cpu
-from rlcore.trained import load_trained_policy
+from rlcore.trained import build_policy, load_trained_policy
 
 
 def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
@@ -23,9 +23,12 @@ def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
     cfg = params.experiment(seed=layout.seed)
-    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
     ev = params.evaluation
+    # A bad env setting, or an algorithm that cannot drive the env, fails before anything.
     env = make_env(cfg.env, num_envs=ev.episodes)
+    build_policy(cfg, env)
+    check_writable(layout.eval_metrics)
+    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"), env=env)
     print(
         f"[evaluate] training seed {layout.seed}: {ev.episodes} episodes of {cfg.env.name}, "
         f"evaluation seed {ev.seed}",

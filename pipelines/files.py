@@ -1,4 +1,10 @@
-"""Atomic file writes: a stage that fails or is interrupted never leaves half a file behind."""
+"""Atomic file writes: a stage that fails or is interrupted never leaves half a file behind.
+
+A stage with several outputs stages them (`StagedOutputs`): each is written to a temporary
+beside its target (`.<name>.<random>.tmp<suffix>`) and all are renamed into place together once
+every one is written, so a failure leaves either all the old outputs or all the new ones.
+Temporaries a killed run left behind are removed on the next run.
+"""
 
 from __future__ import annotations
 
@@ -15,20 +21,117 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+class OutputError(RuntimeError):
+    """A stage output cannot be written (the message names the path and what to do)."""
+
+
+def _temporary(path: Path) -> Path:
+    """A new empty temporary beside `path`, named so `remove_stale_temporaries` knows it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The target's suffix last: writers that pick a format by it (imageio) still can.
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}"
+    )
+    os.close(fd)
+    return Path(tmp)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    # mkstemp creates 0600 files; outputs are for everyone who may read the project.
+    os.chmod(tmp, 0o666 & ~_UMASK)
+    os.replace(tmp, path)
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
+    tmp = _temporary(path)
     try:
-        yield Path(tmp)
-        # mkstemp creates 0600 files; outputs are for everyone who may read the project.
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
+        yield tmp
+        _publish(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
+
+
+def check_writable(path: Path) -> None:
+    """Fail with one line, before any compute, if the output `path` cannot be replaced.
+
+    Creates nothing: the nearest existing ancestor must be a writable directory (the stage
+    creates what is missing when it writes).
+    """
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory where the stage writes a file; remove it")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputError(f"{folder}: is a file where the stage needs a directory; remove it")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"{folder}: not writable, so {path.name} cannot be written; fix the directory's "
+            f"permissions (nothing was run)"
+        )
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove temporaries of `path` left by an interrupted write (ours: `.<name>.*.tmp*`)."""
+    if not path.parent.is_dir():
+        return []
+    stale = [p for p in path.parent.glob(f".{path.name}.*.tmp*") if p.is_file()]
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
+class StagedOutputs:
+    """A stage's outputs, replaced all together or not at all.
+
+    Created before the stage's work: checks every target can be written and removes stale
+    temporaries. `path(target)` gives the temporary to write `target` to; leaving the `with`
+    block normally renames every temporary onto its target, and an exception deletes them,
+    leaving the previous outputs as they were. (The renames are separate system calls: only
+    a crash between them could mix old and new, and each file is whole either way.)
+    """
+
+    def __init__(self, targets: Sequence[Path]) -> None:
+        self.targets = list(targets)
+        self._temporaries: dict[Path, Path] = {}
+        for target in self.targets:
+            check_writable(target)
+            remove_stale_temporaries(target)
+
+    def path(self, target: Path) -> Path:
+        if target not in self.targets:
+            raise ValueError(f"{target} is not one of this stage's outputs {self.targets}")
+        if target not in self._temporaries:
+            self._temporaries[target] = _temporary(target)
+        return self._temporaries[target]
+
+    def write_text(self, target: Path, text: str) -> None:
+        self.path(target).write_text(text)
+
+    def write_json(self, target: Path, data: dict[str, Any]) -> None:
+        self.write_text(target, _json_text(data))
+
+    def write_csv(
+        self, target: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]
+    ) -> None:
+        _dump_csv(self.path(target), columns, rows)
+
+    def __enter__(self) -> StagedOutputs:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if exc_type is None:
+                missing = [t for t in self.targets if t not in self._temporaries]
+                if missing:
+                    raise ValueError(f"outputs never written: {missing}")
+                for target, tmp in self._temporaries.items():
+                    _publish(tmp, target)
+        finally:
+            for tmp in self._temporaries.values():
+                tmp.unlink(missing_ok=True)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -36,8 +139,12 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text)
 
 
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(path, _json_text(data))
 
 
 def require(path: Path, produced_by: str) -> Path:
@@ -51,11 +158,16 @@ def read_json(path: Path, produced_by: str) -> dict[str, Any]:
     return json.loads(require(path, produced_by).read_text())
 
 
-def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
-    with atomic_path(path) as tmp, tmp.open("w", newline="") as handle:
+def _dump_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    with atomic_path(path) as tmp:
+        _dump_csv(tmp, columns, rows)
 
 
 def read_csv(path: Path, produced_by: str) -> list[dict[str, float]]:

@@ -7,6 +7,7 @@ names its location, e.g. `algorithm.ppo.clip_eps: must be > 0, got -1.0`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -336,6 +337,9 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
         raise ParamsError(path, errors)
     if algorithm is not None:
         params = params.model_copy(update={"algorithm": algorithm})
+    errors = _strict_number_errors(data, params.model_dump(), [])
+    if errors:
+        raise ParamsError(path, errors)
     try:  # rules that span sections, e.g. grpo.group_size must divide env.num_envs
         params.experiment()
     except ValueError as exc:
@@ -343,6 +347,34 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     if check_search:
         _check_search_space(params, path)
     return params
+
+
+def _strict_number_errors(raw: Any, validated: Any, loc: list[str]) -> list[str]:
+    """What lax validation let through: a boolean taken for a number (`num_envs: true` would
+    train 1 env), and numbers that are not finite (`.inf`, `.nan`, `1e999`) anywhere.
+
+    Walks the file's values beside the validated ones; numeric strings stay accepted
+    (PyYAML reads `3e-4` as a string).
+    """
+    where = ".".join(loc) or "<top level>"
+    if isinstance(raw, dict) and isinstance(validated, dict):
+        return [
+            error
+            for key, value in raw.items()
+            if key in validated
+            for error in _strict_number_errors(value, validated[key], [*loc, str(key)])
+        ]
+    if isinstance(raw, list | tuple) and isinstance(validated, list | tuple):
+        return [
+            error
+            for i, (value, checked) in enumerate(zip(raw, validated, strict=False))
+            for error in _strict_number_errors(value, checked, [*loc, str(i)])
+        ]
+    if isinstance(raw, bool) and isinstance(validated, int | float) and validated is not raw:
+        return [f"{where}: must be a number, got {str(raw).lower()} (a boolean)"]
+    if isinstance(validated, float) and not math.isfinite(validated):
+        return [f"{where}: must be a finite number, got {raw!r}"]
+    return []
 
 
 def _old_layout_errors(data: dict[str, Any]) -> list[str]:
@@ -422,6 +454,12 @@ def load_params(path: str | Path = DEFAULT_PATH) -> Params:
         text = path.read_text()
     except OSError as exc:
         raise ParamsError(path, [f"cannot be read ({exc.strerror or exc})"]) from None
+    if not text.strip() or all(
+        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
+    ):
+        raise ParamsError(
+            path, ["is empty: it must hold the experiment (start from the project's params.yaml)"]
+        )
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -16,7 +16,7 @@ from pipelines.aggregate import (
     summary_json,
     workspace_reader,
 )
-from pipelines.files import write_json, write_text
+from pipelines.files import StagedOutputs
 from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.plots import plot_bands
@@ -119,17 +119,19 @@ def _checked(seeds: list[SeedRun]) -> list[SeedRun]:
 def report(params: Params, layout: Layout | None = None) -> Path:
     """Write `reports/run/report.md`, `reports/run/curve.png` and `metrics/summary.json`."""
     layout = layout or Layout()
+    outputs = StagedOutputs([layout.curve_png, layout.summary_metrics, layout.report])
     seeds = _checked(load_seeds(workspace_reader(layout.root), Layout(), params.seeds))
     text = render_report(params, layout, seeds)
     curve = band([run.curve or [] for run in seeds], "env_steps", "eval_return")
-    plot_bands(
-        [] if curve is None else [(params.name, curve)],
-        layout.curve_png,
-        f"{params.name}: evaluation return during training",
-        "env steps",
-        "episode return",
-    )
-    write_json(layout.summary_metrics, summary_json(seeds))
-    write_text(layout.report, text)
+    with outputs:
+        plot_bands(
+            [] if curve is None else [(params.name, curve)],
+            outputs.path(layout.curve_png),
+            f"{params.name}: evaluation return during training",
+            "env steps",
+            "episode return",
+        )
+        outputs.write_json(layout.summary_metrics, summary_json(seeds))
+        outputs.write_text(layout.report, text)
     print(f"[report] wrote {layout.report} ({len(seeds)} seeds)", flush=True)
     return layout.report

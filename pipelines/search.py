@@ -46,8 +46,10 @@ from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
 from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
 from pipelines.train import run_training
+from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import configure_cpu
+from rlcore.trained import build_policy
 from rlcore.trainer import Trainer
 
 OBJECTIVE_METRICS = {"return": "eval/episode_return", "success": "eval/success_rate"}
@@ -228,6 +230,18 @@ def run_worker(params: Params, layout: Layout) -> None:
     )
 
 
+def _check_experiment_builds(params: Params) -> None:
+    """Build the base experiment's env and policy once, so a setting no trial could use
+    (an unknown env option, an unavailable device, SAC on discrete actions) fails before
+    the study starts, not in trial 0."""
+    cfg = params.experiment()
+    env = make_env(cfg.env, num_envs=1)
+    try:
+        build_policy(cfg, env)
+    finally:
+        env.close()
+
+
 def search(
     params: Params,
     layout: Layout | None = None,
@@ -243,6 +257,7 @@ def search(
     if workers < 1:
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
+    _check_experiment_builds(params)
     if not join and params.search.storage is None:
         for repair in recover_journal(layout.search_journal):
             print(f"[search] {repair}", flush=True)

@@ -1,9 +1,10 @@
 """The `train` stage: training with a learning curve and resumable progress.
 
 One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`,
-`metrics/seeds/S/curve.csv` (one row per evaluation) and `metrics/seeds/S/train.json`. Each
-is replaced atomically only when training completes, so a failed or interrupted run leaves
-the previous ones intact. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
+`metrics/seeds/S/curve.csv` (one row per evaluation) and `metrics/seeds/S/train.json`. They
+are replaced together, only when training completes (`StagedOutputs`), so a failed or
+interrupted run leaves the previous ones intact, and an unwritable one fails before
+training. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
 `trainer.checkpoint_every_iters` iterations; the next run of the same configuration
 continues from it bit-identically.
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.files import write_csv, write_json
+from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.checkpoint import CheckpointError
@@ -137,6 +138,14 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
 def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:
     cfg, main = trainer.cfg, trainer.dist.is_main
     curve.total_env_steps = trainer.total_iters * trainer.steps_per_iter
+    # Checked before training: an output that cannot be written fails now, not at the end.
+    outputs = (
+        StagedOutputs([layout.final_checkpoint, layout.curve, layout.train_metrics])
+        if main
+        else None
+    )
+    if main:
+        remove_stale_temporaries(layout.resume_checkpoint)
     _resume(trainer, curve, layout)
     if main:
         processes = trainer.dist.world_size
@@ -154,7 +163,6 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
 
     reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
     wall_s = curve.wall_s
-    trainer.save(layout.final_checkpoint)
     last = curve.rows[-1] if curve.rows else {}
     metrics = {
         "env_steps": trainer.env_steps,
@@ -167,9 +175,13 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     }
     if "eval_success_rate" in last:
         metrics["eval_success_rate"] = last["eval_success_rate"]
-    if main:
-        write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
-        write_json(layout.train_metrics, metrics)
+    if outputs is not None:  # rank 0: the checkpoint, curve and metrics, all or none
+        with outputs:
+            trainer.save(outputs.path(layout.final_checkpoint))
+            outputs.write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
+            outputs.write_json(layout.train_metrics, metrics)
         layout.resume_checkpoint.unlink(missing_ok=True)
+    else:
+        trainer.save(layout.final_checkpoint)  # a no-op off rank 0 (collective-safe)
         print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
     return metrics

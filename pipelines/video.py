@@ -9,13 +9,13 @@ import imageio.v2 as imageio
 import numpy as np
 import torch
 
-from pipelines.files import atomic_path, require, write_json
+from pipelines.files import StagedOutputs, require
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.envs import make_env
 from rlcore.envs.base import StepSlot
 from rlcore.runtime import configure_cpu
-from rlcore.trained import load_trained_policy
+from rlcore.trained import build_policy, load_trained_policy
 
 BORDER = 2
 BORDER_GRAY = 40
@@ -51,8 +51,11 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = (layout or Layout()).for_seed(params.seeds[0])
     configure_cpu(params.runtime.threads)
     cfg, vp = params.experiment(seed=layout.seed), params.video
-    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"))
+    outputs = StagedOutputs([layout.video, layout.video_metrics])  # checked before recording
+    # A bad env setting, or an algorithm that cannot drive the env, fails before anything.
     env = make_env(cfg.env, num_envs=vp.episodes)
+    build_policy(cfg, env)
+    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"), env=env)
     max_steps = vp.max_steps or env.max_episode_steps
     obs = env.reset(seed=vp.seed)
     slot = StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)
@@ -60,9 +63,14 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     shown = env.render(size=vp.frame_size)
     print(f"[video] {vp.episodes} episodes of {cfg.env.name}, up to {max_steps} steps", flush=True)
     start, frames = time.perf_counter(), 0
-    with atomic_path(layout.video) as tmp:
+    with outputs:
         writer = imageio.get_writer(
-            tmp, format="FFMPEG", fps=vp.fps, codec="libx264", quality=7, macro_block_size=1
+            outputs.path(layout.video),
+            format="FFMPEG",
+            fps=vp.fps,
+            codec="libx264",
+            quality=7,
+            macro_block_size=1,
         )
         with writer:
             for step in range(max_steps):
@@ -82,7 +90,8 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
                     print(f"[video] frame {step + 1}/{max_steps}", flush=True)
             writer.append_data(tile(shown, vp.columns))
             frames += 1
-    metrics = {"frames": frames, "episodes": vp.episodes, "wall_s": time.perf_counter() - start}
-    write_json(layout.video_metrics, metrics)
+        wall_s = time.perf_counter() - start
+        metrics = {"frames": frames, "episodes": vp.episodes, "wall_s": wall_s}
+        outputs.write_json(layout.video_metrics, metrics)
     print(f"[video] wrote {layout.video} ({frames} frames) in {metrics['wall_s']:.1f}s", flush=True)
     return metrics

@@ -22,8 +22,18 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# The process's umask (read once: reading it means setting it). Checkpoints get the mode
+# every other file the user writes gets, not mkstemp's private 0600.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write `state` to `path` atomically: a crash mid-write leaves the old file intact."""
+    """Write `state` to `path` atomically: a crash mid-write leaves the old file intact.
+
+    The temporary is `.<name>.<random>.tmp` beside `path`; one a killed process left behind
+    is safe to delete (the pipeline's stages do so on their next run).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -32,6 +42,7 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             torch.save(state, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o666 & ~_UMASK)
         os.replace(tmp_name, path)
     finally:
         if os.path.exists(tmp_name):

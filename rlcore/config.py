@@ -7,6 +7,7 @@ only act with a trained policy do not pay for the rollout machinery's imports.
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +23,20 @@ _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
 def _check_gymnasium_id(name: str) -> None:
+    """The id must be registered; Gymnasium's `module:EnvId` form imports `module` first
+    (which registers the user's env), as `gymnasium.make` does."""
     env_id = name.removeprefix(GYMNASIUM_PREFIX)
     import gymnasium  # only for bridged envs: the registry knows every id (no torch import)
 
+    if ":" in env_id:
+        module, env_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(
+                f"env.name {name!r}: cannot import module {module!r} ({exc}); it must be "
+                f"importable from the project's directory or installed"
+            ) from None
     try:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as exc:

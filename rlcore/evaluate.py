@@ -7,6 +7,7 @@ from typing import NamedTuple
 import torch
 
 from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.errors import NonFiniteError
 from rlcore.policies import Actor
 
 
@@ -42,7 +43,11 @@ def evaluate(policy: Actor, env: BatchedEnv, seed: int) -> dict[str, float]:
 
 @torch.inference_mode()
 def run_episodes(policy: Actor, env: BatchedEnv, seed: int) -> Episodes:
-    """One deterministic (mode-action) episode in each of the env's N instances."""
+    """One deterministic (mode-action) episode in each of the env's N instances.
+
+    Raises `NonFiniteError` if any return is NaN or infinite: a score that cannot be right
+    is never reported.
+    """
     n = env.num_envs
     obs = env.reset(seed=seed)
     slot = StepSlot.allocate(n, env.obs_dim, env.device, env.has_success)
@@ -60,4 +65,11 @@ def run_episodes(policy: Actor, env: BatchedEnv, seed: int) -> Episodes:
         obs = slot.next_obs
         if step % 8 == 7 and not running.any():
             break
+    bad = int((~returns.isfinite()).sum())
+    if bad:
+        raise NonFiniteError(
+            f"evaluation on {getattr(env, 'name', type(env).__name__)}: {bad} of {n} episode "
+            f"returns are NaN or infinite (the env yields non-finite rewards, or the policy "
+            f"drives it there); no score is reported"
+        )
     return Episodes(returns, lengths, success if env.has_success else None)

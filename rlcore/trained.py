@@ -9,17 +9,28 @@ import torch
 from rlcore.algos.registry import algorithm_spec
 from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
 from rlcore.config import ExperimentConfig
-from rlcore.envs import make_env
+from rlcore.envs import BatchedEnv, make_env
 from rlcore.policies import Actor
 
 
+def build_policy(cfg: ExperimentConfig, env: BatchedEnv) -> Actor:
+    """The (untrained) policy `cfg`'s algorithm trains on `env`; raises `ConfigError` when
+    the algorithm cannot drive the env (SAC on discrete actions), before any file is read."""
+    algorithm = algorithm_spec(cfg.algorithm).load()
+    return algorithm.make_policy(env.obs_dim, env.action_space, cfg.policy, cfg.algo)
+
+
 def load_trained_policy(
-    cfg: ExperimentConfig, path: str | Path, device: str | torch.device | None = None
+    cfg: ExperimentConfig,
+    path: str | Path,
+    device: str | torch.device | None = None,
+    env: BatchedEnv | None = None,
 ) -> Actor:
     """The policy saved in `path` by a `Trainer` of configuration `cfg`, in eval mode.
 
-    Fails with `CheckpointError` if the file is damaged or was written by another
-    configuration (its weights would not fit, or would silently mean something else).
+    Fails with `CheckpointError` if the file is damaged, holds NaN or infinite weights, or
+    was written by another configuration (its weights would not fit, or would silently
+    mean something else). `env`: one of `cfg`'s envs already built (default: a probe).
     """
     device = torch.device(device or cfg.env.device)
     state = load_checkpoint(path, map_location=device)
@@ -29,9 +40,14 @@ def load_trained_policy(
             f"checkpoint {path} was written by a different configuration (hash "
             f"{state['config_hash']}, expected {expected}): retrain with this configuration"
         )
-    probe = make_env(cfg.env, num_envs=1)
     # The policy the algorithm trains (PPO's critic is loaded with the actor and not used).
-    algorithm = algorithm_spec(cfg.algorithm).load()
-    policy = algorithm.make_policy(probe.obs_dim, probe.action_space, cfg.policy, cfg.algo)
+    policy = build_policy(cfg, env if env is not None else make_env(cfg.env, num_envs=1))
     policy.load_state_dict(state["policy"])
+    broken = [name for name, value in state["policy"].items() if not value.isfinite().all()]
+    if broken:
+        raise CheckpointError(
+            f"checkpoint {path} holds non-finite weights ({', '.join(broken[:3])}"
+            f"{', ...' if len(broken) > 3 else ''}): nothing it does means anything; retrain "
+            f"or restore a good copy"
+        )
     return policy.to(device).eval()

@@ -76,6 +76,15 @@ class PPOConfig:
         check(self.desired_kl > 0, "desired_kl", "> 0")
         check(self.target_kl is None or self.target_kl > 0, "target_kl", "> 0 or null")
 
+    def check_experiment(self, experiment: Any) -> None:
+        """Each process splits its `env.num_envs x trainer.num_steps` rollout into minibatches."""
+        rollout = experiment.env.num_envs * experiment.trainer.num_steps
+        if self.num_minibatches > rollout:
+            raise ValueError(
+                f"ppo.num_minibatches must be at most the rollout's env.num_envs x "
+                f"trainer.num_steps = {rollout} transitions, got {self.num_minibatches}"
+            )
+
 
 register_algorithm(AlgorithmSpec("ppo", PPOConfig, "rlcore.algos.ppo:PPO"))
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+
+import torch
 
 from rlcore.config import GYMNASIUM_PREFIX, MUJOCO_PREFIX, EnvConfig
 from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
+from rlcore.errors import ConfigError
 
 ENVS: dict[str, Callable[..., BatchedEnv]] = {
     "cartpole": CartPole,
@@ -23,22 +27,80 @@ def make_env(cfg: EnvConfig, num_envs: int | None = None, *, grouped: bool = Fal
     `grouped`: the env will run grouped episodes (GRPO), which need every step to be a
     transition, so a Gymnasium env built with `sync`/`async` resets within the step unless
     its `autoreset` option says otherwise.
+
+    Raises `ConfigError` naming the key for an unusable `env.device` or an option the env
+    does not take, before anything is built.
     """
     count = num_envs or cfg.num_envs
+    check_device(cfg.device)
     if cfg.name.startswith(GYMNASIUM_PREFIX):
         from rlcore.envs.gym_bridge import GymnasiumEnv
 
         env_id = cfg.name.removeprefix(GYMNASIUM_PREFIX)
         options = dict(cfg.options)
+        _check_options(cfg.name, GymnasiumEnv, options)
         if grouped and options.get("vectorization", "sync") in ("sync", "async"):
             options.setdefault("autoreset", "same-step")
-        return GymnasiumEnv(env_id, count, device=cfg.device, **options)
+        return _built(cfg, lambda: GymnasiumEnv(env_id, count, device=cfg.device, **options))
     if cfg.name.startswith(MUJOCO_PREFIX):
         from rlcore.envs.mujoco_batch import MujocoEnv
 
         task = cfg.name.removeprefix(MUJOCO_PREFIX)
-        return MujocoEnv(task, count, device=cfg.device, **cfg.options)
-    return ENVS[cfg.name](count, device=cfg.device, **cfg.options)
+        _check_options(cfg.name, MujocoEnv, cfg.options)
+        return _built(cfg, lambda: MujocoEnv(task, count, device=cfg.device, **cfg.options))
+    _check_options(cfg.name, ENVS[cfg.name], cfg.options)
+    return _built(cfg, lambda: ENVS[cfg.name](count, device=cfg.device, **cfg.options))
+
+
+# Constructor parameters that are not options: make_env passes them itself.
+_NOT_OPTIONS = {"self", "num_envs", "device", "env_id", "task", "vector_env"}
+
+
+def _check_options(name: str, factory: Callable[..., BatchedEnv], options: dict) -> None:
+    """Every `env.options` key must be a keyword the env's constructor takes."""
+    accepted = [
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.name not in _NOT_OPTIONS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    for key in options:
+        if key not in accepted:
+            takes = f"it takes {accepted}" if accepted else "it takes none"
+            raise ConfigError(f"env.options.{key}: not an option of {name} ({takes})")
+
+
+def _built(cfg: EnvConfig, build: Callable[[], BatchedEnv]) -> BatchedEnv:
+    """Run the env's constructor; its complaints about an option's value name `env.options`."""
+    try:
+        return build()
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"env.options of {cfg.name} ({cfg.options}): {exc}") from exc
+
+
+def check_device(device: str) -> None:
+    """Fail with one line when `env.device` names an accelerator torch cannot use here."""
+    kind, _, index = device.partition(":")
+    if kind == "cpu" or kind == "meta":
+        return
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                f"this torch ({torch.__version__}) is built without CUDA"
+                if torch.version.cuda is None
+                else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device"
+            )
+            raise ConfigError(f"env.device {device!r}: CUDA is not available ({why}); use 'cpu'")
+        count = torch.cuda.device_count()
+        if index and int(index) >= count:
+            raise ConfigError(
+                f"env.device {device!r}: torch sees {count} CUDA device(s) (cuda:0..{count - 1})"
+            )
+        return
+    backend = getattr(torch, kind, None)
+    if backend is None or not backend.is_available():
+        raise ConfigError(f"env.device {device!r}: torch has no usable {kind} device here")
 
 
 __all__ = [
@@ -50,5 +112,6 @@ __all__ = [
     "PushCube",
     "StepSlot",
     "TorchEnv",
+    "check_device",
     "make_env",
 ]

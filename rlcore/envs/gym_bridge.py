@@ -64,6 +64,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
 from rlcore.envs.mujoco_gl import prefer_offscreen_gl
+from rlcore.errors import ConfigError
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
@@ -77,7 +78,7 @@ def slot_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
     return fields if slot.valid is None else (*fields, slot.valid)
 
 
-class GymnasiumBridgeError(ValueError):
+class GymnasiumBridgeError(ConfigError):
     """The Gymnasium env cannot be presented as a batched env (message names env and space)."""
 
 
@@ -196,8 +197,12 @@ def _build(
                 return make(render_mode="rgb_array")
             except TypeError:  # an env whose constructor takes no render_mode
                 return make()
-    except (gymnasium.error.Error, TypeError) as exc:  # unknown id, or a bad env kwarg
+    except gymnasium.error.Error as exc:  # an unknown id
         raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
+    except TypeError as exc:  # a keyword the env's constructor does not take
+        raise GymnasiumBridgeError(
+            f"env.options.env_kwargs: gymnasium:{env_id} does not take {dict(env_kwargs)} ({exc})"
+        ) from None
 
 
 class GymnasiumEnv(BatchedEnv):

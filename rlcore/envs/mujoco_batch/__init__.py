@@ -18,7 +18,7 @@ except ImportError as exc:  # the optional extra is not installed
     from rlcore.errors import MissingExtraError
 
     raise MissingExtraError(
-        "the native MuJoCo envs need the mujoco extra: pip install 'rlcore[mujoco]'"
+        "the native MuJoCo envs need the mujoco extra: pip install 'rlplatform[mujoco]'"
     ) from exc
 
 from rlcore.envs.mujoco_batch.env import MujocoEnv, MujocoEnvError  # noqa: E402 (after the GL)

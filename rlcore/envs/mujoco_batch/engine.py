@@ -212,7 +212,7 @@ def make_engine(
     except ImportError as exc:
         raise MissingExtraError(
             f"MuJoCo on {device.type} through Warp needs MuJoCo Warp ({exc.name or exc}): "
-            "pip install 'rlcore[mujoco-warp]'"
+            "pip install 'rlplatform[mujoco-warp]'"
         ) from exc
     return WarpEngine(model, num_envs, device)
 

@@ -28,9 +28,10 @@ from rlcore.envs.base import StepSlot, TorchEnv
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
 from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
+from rlcore.errors import ConfigError
 
 
-class MujocoEnvError(ValueError):
+class MujocoEnvError(ConfigError):
     """A MuJoCo task or model that cannot be built (the message names the task or file)."""
 
 

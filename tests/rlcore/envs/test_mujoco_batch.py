@@ -234,7 +234,7 @@ def test_missing_extras_are_named(monkeypatch):
     for name in [m for m in sys.modules if m.startswith("rlcore.envs.mujoco_batch")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mujoco", None)  # as if not installed
-    with pytest.raises(MissingExtraError, match=r"rlcore\[mujoco\]"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'rlplatform\[mujoco\]'"):
         importlib.import_module("rlcore.envs.mujoco_batch")
 
 
@@ -247,5 +247,5 @@ def test_missing_warp_extra_is_named(monkeypatch):
     monkeypatch.delitem(sys.modules, "rlcore.envs.mujoco_batch.warp_engine", raising=False)
     monkeypatch.setitem(sys.modules, "mujoco_warp", None)
     env = MujocoEnv("Hopper", 1)
-    with pytest.raises(MissingExtraError, match=r"rlcore\[mujoco-warp\]"):
+    with pytest.raises(MissingExtraError, match=r"rlplatform\[mujoco-warp\]"):
         make_engine(env.engine.model, 1, torch.device("cpu"), kind="warp")
