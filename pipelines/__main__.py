@@ -166,14 +166,18 @@ def run_search(argv: list[str]) -> int:
     parser.add_argument(
         "--join", action="store_true", help="join a running study (keep its RUNNING trials)"
     )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    # A worker process of a search (its index: its sampler seed) and the search's pid.
+    parser.add_argument("--worker", type=int, nargs="?", const=0, help=argparse.SUPPRESS)
+    parser.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     def run(params: Params) -> None:
-        from pipelines.search import run_worker, search
+        from pipelines.search import die_with_parent, run_worker, search
 
-        if args.worker:
-            run_worker(params, Layout())
+        if args.worker is not None:
+            if args.parent_pid is not None:
+                die_with_parent(args.parent_pid)
+            run_worker(params, Layout(), worker=args.worker)
         else:
             search(params, workers=args.workers, join=args.join, params_path=args.params)
 

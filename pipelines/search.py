@@ -23,10 +23,13 @@ Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as P
 from __future__ import annotations
 
 import csv
+import ctypes
+import ctypes.util
 import io
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
@@ -73,9 +77,19 @@ def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseSt
     return journal_storage(layout.search_journal)
 
 
-def make_sampler(search: SearchParams) -> optuna.samplers.BaseSampler:
+def worker_seed(study_seed: int, worker: int) -> int:
+    """The sampler seed of worker `worker`: the study's own for worker 0 (a one-process
+    search samples as it always did), distinct and reproducible for the others (workers
+    seeded alike would sample identical trials)."""
+    if worker == 0:
+        return study_seed
+    return int(np.random.SeedSequence([study_seed, worker]).generate_state(1)[0])
+
+
+def make_sampler(search: SearchParams, worker: int = 0) -> optuna.samplers.BaseSampler:
+    seed = worker_seed(search.seed, worker)
     if search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=search.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if search.sampler == "cmaes":
         try:
             import cmaes  # noqa: F401
@@ -83,8 +97,8 @@ def make_sampler(search: SearchParams) -> optuna.samplers.BaseSampler:
             raise SearchError(
                 "search.sampler 'cmaes' needs the cmaes package: pip install -e '.[cmaes]'"
             ) from None
-        return optuna.samplers.CmaEsSampler(seed=search.seed)
-    return optuna.samplers.TPESampler(seed=search.seed, n_startup_trials=search.startup_trials)
+        return optuna.samplers.CmaEsSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=search.startup_trials)
 
 
 def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
@@ -97,12 +111,12 @@ def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def open_study(params: Params, layout: Layout) -> optuna.Study:
+def open_study(params: Params, layout: Layout, worker: int = 0) -> optuna.Study:
     search = params.search
     return optuna.create_study(
         study_name=search.study_name,
         storage=make_storage(search, layout),
-        sampler=make_sampler(search),
+        sampler=make_sampler(search, worker),
         pruner=make_pruner(search),
         direction=search.direction,
         load_if_exists=True,
@@ -166,6 +180,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
+                _check_still_running(trial)
                 trial.report(metrics[metric], evaluations)
                 evaluations += 1
                 if trial.should_prune():
@@ -178,9 +193,20 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                     f"search.objective {search.objective!r}: {cfg.env.name} reports no {metric}"
                 )
             finals.append(trainer.last_eval[metric])
+        _check_still_running(trial)
         return statistics.fmean(finals)
 
     return run
+
+
+class _TrialTakenOver(BaseException):
+    """This worker's trial was finished by another process. A BaseException, so Optuna
+    does not try to tell the finished trial FAIL again (which it cannot: it raises)."""
+
+
+def _check_still_running(trial: optuna.Trial) -> None:
+    if trial.study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+        raise _TrialTakenOver(trial.number)
 
 
 # --- running the study ----------------------------------------------------------------
@@ -211,23 +237,49 @@ def _stop_at_total(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]
     return stop
 
 
-def run_worker(params: Params, layout: Layout) -> None:
-    """Run trials in this process until the study has `n_trials` or the timeout passes."""
+def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
+    """Run trials in this process until the study has `n_trials` or the timeout passes.
+
+    `worker` numbers the process within the search (its sampler seed, `worker_seed`).
+    """
     configure_cpu(params.runtime.threads)
     search = params.search
-    study = open_study(params, layout)
+    study = open_study(params, layout, worker)
     missing = search.n_trials - len(study.get_trials(deepcopy=False))
     if missing <= 0:
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study.optimize(
-        objective(params),
-        n_trials=missing,
-        timeout=search.timeout_s,
-        catch=(NonFiniteError,),
-        callbacks=[_progress(search.n_trials), _stop_at_total(search.n_trials)],
-        gc_after_trial=False,
-    )
+    try:
+        study.optimize(
+            objective(params),
+            n_trials=missing,
+            timeout=search.timeout_s,
+            catch=(NonFiniteError,),
+            callbacks=[_progress(search.n_trials), _stop_at_total(search.n_trials)],
+            gc_after_trial=False,
+        )
+    except _TrialTakenOver as taken:
+        raise SearchError(
+            f"this worker's trial {taken.args[0]} was marked failed by another process (a "
+            f"search started while it ran); the worker stops, the study keeps every "
+            f"finished trial"
+        ) from None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a worker process: exit when the search that started it dies, even by SIGKILL.
+
+    Linux delivers SIGTERM on the parent's death (`PR_SET_PDEATHSIG`); a parent that died
+    before this ran is caught by comparing the parent pid. Elsewhere only the check runs.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        raise SearchError("the search that started this worker has stopped; exiting")
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _check_experiment_builds(params: Params) -> None:
@@ -271,24 +323,42 @@ def search(
         f"target {params.search.n_trials}, {workers} worker(s)",
         flush=True,
     )
+    command = [sys.executable, "-m", "pipelines", "search", "--params", str(params_path)]
     extra = [
         subprocess.Popen(
-            [sys.executable, "-m", "pipelines", "search", "--worker", "--params", str(params_path)],
+            [*command, "--worker", str(index), "--parent-pid", str(os.getpid())],
             cwd=layout.root,
         )
-        for _ in range(workers - 1)
+        for index in range(1, workers)
     ]
     try:
-        run_worker(params, layout)
+        # A joining search samples apart from the study's first process: its pid seeds it.
+        run_worker(params, layout, worker=os.getpid() if join else 0)
     finally:
         codes = [p.wait() for p in extra]
-    if any(codes):
-        print(f"[search] warning: worker exit codes {codes}", file=sys.stderr)
-    summary = write_reports(open_study(params, layout), params, layout)
+    study = open_study(params, layout)
+    summary = write_reports(study, params, layout)
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     write_json(layout.search_metrics, summary)
     print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
+    if any(codes):
+        _check_nothing_lost(study, params.search.n_trials, codes)
     return summary
+
+
+def _check_nothing_lost(study: optuna.Study, n_trials: int, codes: list[int]) -> None:
+    """A worker died: fine if the study still has `n_trials` complete or pruned trials,
+    an error naming the lost trials otherwise (the reports above show the rest)."""
+    trials = study.get_trials(deepcopy=False)
+    done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    if done >= n_trials:
+        print(f"[search] a worker exited with {codes}; the study completed anyway", flush=True)
+        return
+    lost = [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.FAIL)]
+    raise SearchError(
+        f"worker exit codes {codes}: the study has {done} of {n_trials} complete or pruned "
+        f"trials; failed or unfinished: {lost}; run the search again to complete it"
+    )
 
 
 # --- reports --------------------------------------------------------------------------

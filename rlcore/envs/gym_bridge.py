@@ -63,7 +63,7 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
-from rlcore.envs.mujoco_gl import prefer_offscreen_gl
+from rlcore.envs.mujoco_gl import prefer_offscreen_gl, rendering_unavailable
 from rlcore.errors import ConfigError
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
@@ -497,6 +497,9 @@ class GymnasiumEnv(BatchedEnv):
         self.final_obs[ids] = torch.from_numpy(rows_obs).to(self.device)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        unavailable = rendering_unavailable() if "mujoco" in sys.modules else None
+        if unavailable is not None:
+            raise GymnasiumBridgeError(f"{self.name} cannot render: {unavailable}")
         try:
             frames = self.envs.render()
         except gymnasium.error.DependencyNotInstalled as exc:

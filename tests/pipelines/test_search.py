@@ -1,3 +1,4 @@
+import contextlib
 import csv
 import itertools
 import os
@@ -159,7 +160,7 @@ def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
     # Slow trials (1,024 steps per evaluation) so the kill lands mid-trial.
     data = with_search(n_trials=3, pruner="none", overrides={"trainer.eval_every_iters": 8})
     data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 400}
-    worker = run_cli(tmp_path, "--worker", data=data, start_new_session=True)
+    worker = run_cli(tmp_path, "--worker", data=data, start_new_session=True)  # worker 0
     params, layout = parse_params(data), Layout(tmp_path)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -234,3 +235,105 @@ def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
     params = parse_params(with_search(storage="nosuchdb://user@host/db"))
     with pytest.raises(search_module.SearchError, match=r"search\.storage 'nosuchdb://"):
         search(params, Layout(tmp_path))
+
+
+def test_worker_seeds_are_distinct_reproducible_and_the_studys_own_for_worker_0():
+    seeds = [search_module.worker_seed(7, w) for w in range(4)]
+    assert seeds[0] == 7 and len(set(seeds)) == 4
+    assert seeds == [search_module.worker_seed(7, w) for w in range(4)]
+
+
+def test_parallel_workers_sample_different_trials(tmp_path):
+    data = with_search(n_trials=4, pruner="none", sampler="random")
+    proc = run_cli(tmp_path, "--workers", "2", data=data)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    trials = open_study(parse_params(data), Layout(tmp_path)).get_trials()
+    params = [tuple(sorted(t.params.items())) for t in trials]
+    assert len(params) >= 4 and len(set(params)) == len(params), params
+
+
+def slow_trials(n_trials):
+    data = with_search(n_trials=n_trials, pruner="none", overrides={"trainer.eval_every_iters": 8})
+    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 400}
+    return data
+
+
+def wait_for_running_trials(data, layout, count, timeout=180):
+    params = parse_params(data)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if layout.search_journal.exists():
+            running = open_study(params, layout).get_trials(states=(TrialState.RUNNING,))
+            if len(running) >= count:
+                return running
+        time.sleep(0.2)
+    pytest.fail(f"{count} trials never ran at once")
+
+
+def children(pid):
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie has exited; only its parent has yet to reap it
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_die_with_a_killed_search(tmp_path):
+    data = slow_trials(4)
+    proc = run_cli(tmp_path, "--workers", "2", data=data, start_new_session=True)
+    try:
+        wait_for_running_trials(data, Layout(tmp_path), 2)
+        (worker,) = children(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)  # the search alone, as `kill -9 <pid>` would
+        proc.wait()
+        deadline = time.monotonic() + 60
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(worker), "the worker outlived its search"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_search_whose_worker_died_fails_naming_the_lost_trial(tmp_path):
+    data = slow_trials(2)
+    proc = run_cli(tmp_path, "--workers", "2", data=data, start_new_session=True)
+    try:
+        running = wait_for_running_trials(data, Layout(tmp_path), 2)
+        (worker,) = children(proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out
+    last = out.strip().splitlines()[-1]
+    lost = [t.number for t in running]
+    assert last.startswith("error: search: worker exit codes [-9]: the study has 1 of 2"), last
+    assert any(f"failed or unfinished: [{n}]" in last for n in lost), (last, lost)
+    assert "Traceback" not in out
+    assert (Layout(tmp_path).search_reports / "trials.csv").exists()  # reports still written
+
+
+def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path, monkeypatch):
+    params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
+
+    real_training = search_module.run_training
+
+    def restarted_meanwhile(trainer, *args, **kwargs):
+        search_module.fail_stale_trials(open_study(params, layout))  # what a new search does
+        return real_training(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_training", restarted_meanwhile)
+    with pytest.raises(search_module.SearchError, match="trial 0 was marked failed by another"):
+        search_module.run_worker(params, layout, worker=1)
+    (trial,) = open_study(params, layout).get_trials()
+    assert trial.state == TrialState.FAIL and trial.intermediate_values == {}

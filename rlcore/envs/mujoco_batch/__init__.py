@@ -2,8 +2,9 @@
 MuJoCo Warp (CUDA), writing into the rollout through views of it: numpy calls on CPU, torch
 ops on CUDA (`ops.py`; the `[mujoco]` extra).
 
-Importing this package before `mujoco` picks offscreen EGL rendering where no display is
-set (`rlcore.envs.mujoco_gl`); set MUJOCO_GL yourself to choose another.
+Importing this package before `mujoco` picks an offscreen GL backend whose library loads
+(EGL, then OSMesa; with neither, rendering is off and only rendering fails) where no display
+is set (`rlcore.envs.mujoco_gl`); set MUJOCO_GL yourself to choose another.
 """
 
 from __future__ import annotations

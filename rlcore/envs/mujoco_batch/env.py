@@ -28,6 +28,7 @@ from rlcore.envs.base import StepSlot, TorchEnv
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
 from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
+from rlcore.envs.mujoco_gl import rendering_unavailable
 from rlcore.errors import ConfigError
 
 
@@ -198,6 +199,9 @@ class MujocoEnv(TorchEnv):
         return torch.stack(frames).to(self.device)
 
     def _renderer_of(self, size: int) -> mujoco.Renderer:
+        unavailable = rendering_unavailable()
+        if unavailable is not None:
+            raise MujocoEnvError(f"{self.name} cannot render: {unavailable}")
         if self._renderer is None or self._renderer.height != size:
             if self._renderer is not None:
                 self._renderer.close()

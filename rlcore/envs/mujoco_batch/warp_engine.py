@@ -68,6 +68,10 @@ class WarpEngine(Engine):
             device = torch.device("cuda", torch.cuda.current_device())
         if device.type not in ("cuda", "cpu"):
             raise ValueError(f"WarpEngine runs on cuda or cpu, not {device}")
+        # Warp prints a "Module ... load on device" line per kernel (hundreds per run) into
+        # the stage's log unless quiet; its own `wp.config.verbose` still turns detail on.
+        if not wp.config.verbose:
+            wp.config.quiet = True
         wp.init()
         self.model = model
         self.num_envs = num_envs
