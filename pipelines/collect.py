@@ -13,7 +13,7 @@ import time
 
 import gymnasium.spaces as spaces
 
-from pipelines.files import require, write_json
+from pipelines.files import StagedOutputs, check_writable, require
 from pipelines.layout import Layout
 from pipelines.params import Params
 from rlcore.datasets import save_dataset
@@ -30,6 +30,10 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
     cc, cfg = params.collect, params.experiment(seed=layout.seed)
+    dataset = layout.root / cc.output
+    # Both outputs checked before collecting; the metrics appear only with the dataset.
+    outputs = StagedOutputs([layout.collect_metrics])
+    check_writable(dataset, directory=True)
     env = make_env(cfg.env, grouped=True)  # every step a transition (Gymnasium: same-step reset)
     policy: Actor | UniformRandomPolicy
     if cc.policy == "random":
@@ -68,11 +72,12 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
         metrics["return_mean"] = episodes.returns.mean().item()
         if episodes.successes is not None:
             metrics["success_rate"] = episodes.successes.double().mean().item()
-    save_dataset(
-        layout.root / cc.output,
-        buffer,
-        source={"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics},
-    )
-    write_json(layout.collect_metrics, metrics)
+    with outputs:
+        outputs.write_json(layout.collect_metrics, metrics)
+        save_dataset(
+            dataset,
+            buffer,
+            source={"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics},
+        )
     print(f"[collect] done: {metrics}", flush=True)
     return metrics

@@ -53,14 +53,17 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def check_writable(path: Path) -> None:
-    """Fail with one line, before any compute, if the output `path` cannot be replaced.
+def check_writable(path: Path, directory: bool = False) -> None:
+    """Fail with one line, before any compute, if the output `path` (a file, or with
+    `directory` a directory the stage replaces as a whole) cannot be replaced.
 
     Creates nothing: the nearest existing ancestor must be a writable directory (the stage
     creates what is missing when it writes).
     """
-    if path.is_dir():
+    if path.is_dir() and not directory:
         raise OutputError(f"{path}: is a directory where the stage writes a file; remove it")
+    if directory and path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: is a file where the stage writes a directory; remove it")
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -181,7 +181,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             outputs.write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
             outputs.write_json(layout.train_metrics, metrics)
         layout.resume_checkpoint.unlink(missing_ok=True)
-    else:
-        trainer.save(layout.final_checkpoint)  # a no-op off rank 0 (collective-safe)
         print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
+    else:
+        trainer.save(layout.final_checkpoint)  # collective: rank 0 gathers, others send
     return metrics

@@ -17,11 +17,11 @@ def prefect_api_url() -> Iterator[str]:
     # Before the first `import prefect`: no telemetry, and patience with slow CI machines.
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with prefect_test_harness(server_startup_timeout=300):
         yield PREFECT_API_URL.value()
 
 

@@ -111,7 +111,7 @@ def make_project(root: Path, lr: float = 0.1) -> Path:
     return root
 
 
-def eventually(probe: Callable[[], T | None], timeout_s: float = 15) -> T:
+def eventually(probe: Callable[[], T | None], timeout_s: float = 120) -> T:
     """Poll `probe` until it returns something truthy (the API records runs asynchronously)."""
     deadline = time.monotonic() + timeout_s
     while not (value := probe()):
@@ -238,7 +238,7 @@ def test_a_held_dvc_lock_is_retried_until_released(prefect_api_url: str, tmp_pat
                     for run in runs_of(project)
                     for task in task_runs(run.id).values()
                 ),
-                timeout_s=60,
+                timeout_s=240,
             )
         finally:
             lock.close()
@@ -295,7 +295,7 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
         server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deployment = eventually(
-            lambda: deployment_named(f"experiment/{project.name}"), timeout_s=60
+            lambda: deployment_named(f"experiment/{project.name}"), timeout_s=240
         )
         assert deployment.parameters == {"project_dir": str(project)}
         (schedule,) = deployment.schedules
@@ -309,12 +309,12 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
                 path_params={"id": deployment.id},
                 json={"max_runs": 1},
             ).raise_for_status()
-        run = eventually(lambda: completed_run(deployment.id), timeout_s=90)
+        run = eventually(lambda: completed_run(deployment.id), timeout_s=300)
         assert run.auto_scheduled and (project / "reports/run/report.md").is_file()
     finally:
         server.send_signal(signal.SIGINT)
         try:
-            server.wait(timeout=20)
+            server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

@@ -32,7 +32,7 @@ def _dvc(cwd: Path, *args: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert proc.returncode == 0, f"dvc {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -67,7 +67,7 @@ def test_template_is_up_to_date():
         [sys.executable, str(VEGA_DIR / "build_template.py"), "--check"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
 

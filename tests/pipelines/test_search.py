@@ -162,7 +162,7 @@ def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
     data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 400}
     worker = run_cli(tmp_path, "--worker", data=data, start_new_session=True)  # worker 0
     params, layout = parse_params(data), Layout(tmp_path)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if layout.search_journal.exists():
             running = open_study(params, layout).get_trials(states=(TrialState.RUNNING,))
@@ -210,7 +210,7 @@ def test_a_search_repairs_a_journal_torn_by_a_killed_worker(tmp_path, capsys):
 
 def test_search_cli_rejects_bad_params_with_one_line(tmp_path):
     proc = run_cli(tmp_path, data=with_search(sampler="grid"))
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 2
     assert "search.sampler" in out and "Traceback" not in out
 
@@ -259,7 +259,7 @@ def slow_trials(n_trials):
     return data
 
 
-def wait_for_running_trials(data, layout, count, timeout=180):
+def wait_for_running_trials(data, layout, count, timeout=300):
     params = parse_params(data)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -293,7 +293,7 @@ def test_workers_die_with_a_killed_search(tmp_path):
         (worker,) = children(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)  # the search alone, as `kill -9 <pid>` would
         proc.wait()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while alive(worker) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not alive(worker), "the worker outlived its search"

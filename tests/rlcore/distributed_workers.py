@@ -25,7 +25,7 @@ from rlcore.policies import make_policy
 from rlcore.trainer import Trainer
 
 Worker = Callable[..., dict[str, Any]]
-DEADLINE_S = 120
+DEADLINE_S = 300
 
 
 def run_ranks(worker: Worker, tmp: Path, *args: Any, world: int = 2) -> list[dict[str, Any]]:
