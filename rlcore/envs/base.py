@@ -130,6 +130,10 @@ class BatchedEnv(abc.ABC):
     # True when some steps are no transition (a Gymnasium next-step reset the bridge cannot
     # avoid): `step()` then writes `slot.valid`, and learners skip the invalid ones.
     has_invalid_steps: bool = False
+    # The determinism the contract guarantees: True, the same seed, actions and state give
+    # bit-identical trajectories; False (MuJoCo Warp on CUDA, not `deterministic`), they
+    # agree to float32 round-off.
+    bit_reproducible: bool = True
     num_envs: int
     device: torch.device
     final_obs: torch.Tensor

@@ -68,6 +68,9 @@ class Engine(abc.ABC):
     cfrc_ext: torch.Tensor
     qpos_qvel: torch.Tensor | None = None
     ops: ArrayOps
+    # Whether the same seed, actions and state give bit-identical trajectories (the env
+    # contract's guarantee); otherwise they agree to float32 round-off.
+    bit_reproducible: bool = True
     arrays: StateArrays
 
     @abc.abstractmethod
@@ -193,10 +196,16 @@ ENGINES = ("auto", "batch", "warp")
 
 
 def make_engine(
-    model: mujoco.MjModel, num_envs: int, device: torch.device, nthread: int = 0, kind: str = "auto"
+    model: mujoco.MjModel,
+    num_envs: int,
+    device: torch.device,
+    nthread: int = 0,
+    kind: str = "auto",
+    deterministic: bool = False,
 ) -> Engine:
     """The engine `kind`; "auto" picks by device: `BatchEngine` on CPU, `WarpEngine` on CUDA
-    ("warp" on CPU runs MuJoCo Warp on Warp's CPU device: for tests)."""
+    ("warp" on CPU runs MuJoCo Warp on Warp's CPU device: for tests). `deterministic`:
+    Warp's bit-reproducible mode (the batch engine always is)."""
     if kind not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {kind!r}")
     if kind == "auto":
@@ -214,7 +223,7 @@ def make_engine(
             f"MuJoCo on {device.type} through Warp needs MuJoCo Warp ({exc.name or exc}): "
             "pip install 'rlplatform[mujoco-warp]'"
         ) from exc
-    return WarpEngine(model, num_envs, device)
+    return WarpEngine(model, num_envs, device, deterministic=deterministic)
 
 
 __all__ = ["ENGINES", "BatchEngine", "Engine", "StateArrays", "make_engine", "with_contact_forces"]

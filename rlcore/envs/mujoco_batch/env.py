@@ -64,6 +64,11 @@ class MujocoEnv(TorchEnv):
     `nthread`: CPU threads of the batch (0: all CPUs; results do not depend on it).
     `xml_file`: another MJCF with the same actuators (default: Gymnasium's).
     `engine`: "auto" (mujoco.batch on CPU, MuJoCo Warp on CUDA), "batch" or "warp".
+    `deterministic`: MuJoCo Warp's bit-reproducible mode (slower). What is guaranteed, by
+    `bit_reproducible`: seeded resets, state round trips and reruns give bit-identical
+    trajectories with mujoco.batch (CPU) and with Warp on its CPU device or with
+    `deterministic`; Warp on CUDA without it agrees to float32 round-off (contact order
+    follows atomics).
     """
 
     def __init__(
@@ -75,6 +80,7 @@ class MujocoEnv(TorchEnv):
         nthread: int = 0,
         xml_file: str | None = None,
         engine: str = "auto",
+        deterministic: bool = False,
     ) -> None:
         if task not in TASKS:
             raise MujocoEnvError(f"unknown MuJoCo task {task!r}; choose one of {sorted(TASKS)}")
@@ -83,7 +89,10 @@ class MujocoEnv(TorchEnv):
         self.name = f"mujoco:{task}"
         self.task = TASKS[task]()
         model = load_model(task, self.task, xml_file)
-        self.engine: Engine = make_engine(model, num_envs, torch.device(device), nthread, engine)
+        self.engine: Engine = make_engine(
+            model, num_envs, torch.device(device), nthread, engine, deterministic
+        )
+        self.bit_reproducible = self.engine.bit_reproducible
         self.task.bind(self.engine)
         self.max_episode_steps = self.task.max_episode_steps
         obs_dim = self.task.obs_dim()

@@ -76,6 +76,9 @@ class WarpEngine(Engine):
         self.model = model
         self.num_envs = num_envs
         self.device = device
+        # On Warp's CPU device kernels run in a fixed order; on CUDA, contacts follow atomics
+        # unless `deterministic` sorts them (MuJoCo Warp's DeterminismType.ALL).
+        self.bit_reproducible = deterministic or device.type == "cpu"
         self.wp_device = wp.device_from_torch(device)
         self._streams: dict[int, wp.Stream] = {}
         with self._scope():

@@ -289,3 +289,21 @@ def test_gymnasium_mujoco_envs_render_offscreen_without_a_display(monkeypatch):
         env.close()
     assert frames.shape == (1, 32, 32, 3) and frames.dtype == torch.uint8
     assert frames.float().std() > 0  # something was drawn
+
+
+def test_a_users_env_is_named_gymnasiums_way_with_its_module(tmp_path, monkeypatch):
+    """`gymnasium:<module>:<id>` imports the module (which registers the env), then makes it."""
+    from rlcore.config import EnvConfig
+    from rlcore.envs import make_env
+
+    (tmp_path / "user_envs_for_test.py").write_text(
+        "import gymnasium\n"
+        "from gymnasium.envs.classic_control.cartpole import CartPoleEnv\n"
+        "gymnasium.register('UserCartPole-v0', entry_point=CartPoleEnv, max_episode_steps=7)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = make_env(EnvConfig("gymnasium:user_envs_for_test:UserCartPole-v0", num_envs=2))
+    assert env.max_episode_steps == 7 and env.obs_dim == 4
+    env.close()
+    with pytest.raises(ValueError, match="cannot import module 'no_such_user_module'"):
+        EnvConfig("gymnasium:no_such_user_module:UserCartPole-v0")

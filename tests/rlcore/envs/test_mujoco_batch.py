@@ -219,8 +219,10 @@ def test_make_env_builds_native_mujoco_from_config():
     from rlcore.config import EnvConfig
     from rlcore.envs import make_env
 
-    env = make_env(EnvConfig(name="mujoco:HalfCheetah", num_envs=2, options={"nthread": 1}))
+    options = {"nthread": 1, "deterministic": True}
+    env = make_env(EnvConfig(name="mujoco:HalfCheetah", num_envs=2, options=options))
     assert isinstance(env, MujocoEnv) and env.obs_dim == 17 and env.action_dim == 6
+    assert env.bit_reproducible  # mujoco.batch on CPU: always bit for bit
     with pytest.raises(ValueError, match="unknown MuJoCo task 'Cheetah'"):
         EnvConfig(name="mujoco:Cheetah")
 
