@@ -47,6 +47,15 @@ class Layout:
         return self.seed_metrics / str(self.seed) / "curve.csv"
 
     @property
+    def live_metrics(self) -> Path:
+        """DVCLive's directory: every iteration's metrics (`pipelines.telemetry`)."""
+        return self.seed_metrics / str(self.seed) / "live"
+
+    def tensorboard(self, experiment: str) -> Path:
+        """TensorBoard event files of `experiment` for this seed (not tracked by DVC)."""
+        return self.root / "outputs" / "tensorboard" / experiment / f"seed_{self.seed}"
+
+    @property
     def eval_metrics(self) -> Path:
         return self.seed_metrics / str(self.seed) / "eval.json"
 

@@ -120,6 +120,19 @@ class RuntimeParams(_Section):
         description="train with this many torch.distributed processes on this machine "
         "(torchrun; each with env.num_envs envs); ignored when launched by torchrun",
     )
+    tensorboard: bool = Field(
+        True,
+        description="write every iteration's metrics as TensorBoard events to "
+        "outputs/tensorboard/<experiment>/seed_<S> (`tensorboard --logdir outputs/tensorboard`)",
+    )
+    dvclive: bool = Field(
+        True,
+        description="write every iteration's metrics with DVCLive to metrics/seeds/<S>/live "
+        "(`dvc plots show`, `dvc exp show`, DVC's live view)",
+    )
+    log_every_iters: int = Field(
+        1, ge=1, description="log the mean of each training metric over this many iterations"
+    )
     compile: bool = Field(
         False,
         description="run the PPO/GRPO loss through torch.compile (needs a C++ compiler on "

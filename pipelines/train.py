@@ -22,6 +22,7 @@ from typing import Any
 from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.telemetry import Telemetry, experiment_label, fan_out
 from rlcore.checkpoint import CheckpointError
 from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu
@@ -79,18 +80,31 @@ class Curve:
         return {"rows": self.rows, "wall_s": self.wall_s}
 
 
-def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> None:
-    """Continue an interrupted run of this configuration; discard progress of another."""
+def _telemetry(params: Params, layout: Layout, resumed_at: int | None) -> Telemetry | None:
+    runtime = params.runtime
+    if not (runtime.dvclive or runtime.tensorboard):
+        return None
+    return Telemetry(
+        layout.live_metrics if runtime.dvclive else None,
+        layout.tensorboard(experiment_label(params.name)) if runtime.tensorboard else None,
+        every=runtime.log_every_iters,
+        resumed_at=resumed_at,
+    )
+
+
+def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> bool:
+    """Continue an interrupted run of this configuration; discard progress of another.
+    True if the run resumes."""
     path, dist = layout.resume_checkpoint, trainer.dist
     if not dist.broadcast_object(path.exists()):  # rank 0's file system decides
-        return
+        return False
     try:
         saved = trainer.load(path)["pipeline"]
     except (CheckpointError, KeyError) as exc:
         if dist.is_main:
             print(f"[train] not resuming from {path} ({exc}); starting afresh", flush=True)
             path.unlink()
-        return
+        return False
     curve.rows, curve.elapsed_before = list(saved["rows"]), float(saved["wall_s"])
     if dist.is_main:
         print(
@@ -98,6 +112,7 @@ def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> None:
             f"{trainer.env_steps:,d} env steps",
             flush=True,
         )
+    return True
 
 
 def run_training(
@@ -146,7 +161,10 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     )
     if main:
         remove_stale_temporaries(layout.resume_checkpoint)
-    _resume(trainer, curve, layout)
+    resumed = _resume(trainer, curve, layout)
+    telemetry = _telemetry(params, layout, trainer.env_steps if resumed else None) if main else None
+    if telemetry is not None:
+        trainer.sink = fan_out(curve, telemetry)
     if main:
         processes = trainer.dist.world_size
         per = f" per process x {processes} processes" if processes > 1 else ""
@@ -161,7 +179,11 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     def save_progress(trainer: Trainer) -> None:
         trainer.save(layout.resume_checkpoint, extra={"pipeline": curve.state()})
 
-    reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
+    try:
+        reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
+    finally:
+        if telemetry is not None:
+            telemetry.close(trainer.env_steps)
     wall_s = curve.wall_s
     last = curve.rows[-1] if curve.rows else {}
     metrics = {
