@@ -28,7 +28,8 @@ def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
     env = make_env(cfg.env, num_envs=ev.episodes)
     build_policy(cfg, env)
     check_writable(layout.eval_metrics)
-    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"), env=env)
+    checkpoint = require(layout.checkpoint(params.evaluation.checkpoint), "train")
+    policy = load_trained_policy(cfg, checkpoint, env=env)
     print(
         f"[evaluate] training seed {layout.seed}: {ev.episodes} episodes of {cfg.env.name}, "
         f"evaluation seed {ev.seed}",

@@ -34,6 +34,15 @@ class Layout:
         return self.checkpoints / "final.pt"
 
     @property
+    def best_checkpoint(self) -> Path:
+        """The policy of the best evaluation during training (`pipelines.train.BestPolicy`)."""
+        return self.checkpoints / "best.pt"
+
+    def checkpoint(self, which: str) -> Path:
+        """`final` or `best` (`evaluation.checkpoint`)."""
+        return self.best_checkpoint if which == "best" else self.final_checkpoint
+
+    @property
     def resume_checkpoint(self) -> Path:
         """Progress of an unfinished training run; removed when the run completes."""
         return self.checkpoints / "resume.pt"

@@ -145,6 +145,11 @@ class EvaluationParams(_Section):
 
     episodes: int = Field(64, ge=1)
     seed: int = Field(1_000_000, ge=0)
+    checkpoint: Literal["final", "best"] = Field(
+        "final",
+        description="the policy `evaluate` and `video` use: the end of training, or the best "
+        "evaluation during it (best.pt)",
+    )
 
 
 class VideoParams(_Section):

@@ -1,6 +1,7 @@
 """The `train` stage: training with a learning curve and resumable progress.
 
-One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`,
+One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`
+and `best.pt` (the policy of the best evaluation),
 `metrics/seeds/S/curve.csv` (one row per evaluation) and `metrics/seeds/S/train.json`. They
 are replaced together, only when training completes (`StagedOutputs`), so a failed or
 interrupted run leaves the previous ones intact, and an unwritable one fails before
@@ -23,7 +24,7 @@ from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.telemetry import Telemetry, experiment_label, fan_out
-from rlcore.checkpoint import CheckpointError
+from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu
 from rlcore.trainer import Trainer
@@ -80,6 +81,44 @@ class Curve:
         return {"rows": self.rows, "wall_s": self.wall_s}
 
 
+class BestPolicy:
+    """A metrics sink that keeps the policy of the best evaluation so far (in memory; saved
+    as `best.pt` with the stage's other outputs, and in resumable progress).
+
+    Better means a higher success rate where the env reports one, then a higher return.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.score: tuple[float, float] | None = None
+        self.state: dict[str, Any] | None = None
+
+    def __call__(self, env_steps: int, metrics: dict[str, float]) -> None:
+        if "eval/episode_return" not in metrics:
+            return
+        score = (metrics.get("eval/success_rate", 0.0), metrics["eval/episode_return"])
+        if self.score is not None and score <= self.score:
+            return
+        self.score = score
+        policy = {k: v.detach().clone() for k, v in self.trainer.policy.state_dict().items()}
+        self.state = {
+            "config_hash": config_hash(self.trainer.cfg),
+            "iteration": self.trainer.iteration,
+            "env_steps": env_steps,
+            "policy": policy,
+            "eval": dict(metrics),
+        }
+
+    def progress(self) -> dict[str, Any]:
+        return {"score": self.score, "state": self.state}
+
+    def restore(self, saved: dict[str, Any] | None) -> None:
+        if saved:
+            score = saved["score"]
+            self.score = None if score is None else tuple(score)
+            self.state = saved["state"]
+
+
 def _telemetry(params: Params, layout: Layout, resumed_at: int | None) -> Telemetry | None:
     runtime = params.runtime
     if not (runtime.dvclive or runtime.tensorboard):
@@ -92,7 +131,7 @@ def _telemetry(params: Params, layout: Layout, resumed_at: int | None) -> Teleme
     )
 
 
-def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> bool:
+def _resume(trainer: Trainer, curve: Curve, best: BestPolicy, layout: Layout) -> bool:
     """Continue an interrupted run of this configuration; discard progress of another.
     True if the run resumes."""
     path, dist = layout.resume_checkpoint, trainer.dist
@@ -106,6 +145,7 @@ def _resume(trainer: Trainer, curve: Curve, layout: Layout) -> bool:
             path.unlink()
         return False
     curve.rows, curve.elapsed_before = list(saved["rows"]), float(saved["wall_s"])
+    best.restore(saved.get("best"))
     if dist.is_main:
         print(
             f"[train] resuming from {path}: iteration {trainer.iteration}, "
@@ -154,17 +194,14 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     cfg, main = trainer.cfg, trainer.dist.is_main
     curve.total_env_steps = trainer.total_iters * trainer.steps_per_iter
     # Checked before training: an output that cannot be written fails now, not at the end.
-    outputs = (
-        StagedOutputs([layout.final_checkpoint, layout.curve, layout.train_metrics])
-        if main
-        else None
-    )
+    targets = [layout.final_checkpoint, layout.best_checkpoint, layout.curve, layout.train_metrics]
+    outputs = StagedOutputs(targets) if main else None
     if main:
         remove_stale_temporaries(layout.resume_checkpoint)
-    resumed = _resume(trainer, curve, layout)
+    best = BestPolicy(trainer)
+    resumed = _resume(trainer, curve, best, layout)
     telemetry = _telemetry(params, layout, trainer.env_steps if resumed else None) if main else None
-    if telemetry is not None:
-        trainer.sink = fan_out(curve, telemetry)
+    trainer.sink = fan_out(curve, best, *([telemetry] if telemetry is not None else []))
     if main:
         processes = trainer.dist.world_size
         per = f" per process x {processes} processes" if processes > 1 else ""
@@ -177,7 +214,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             print("[train] runtime.compile: the first update compiles the loss", flush=True)
 
     def save_progress(trainer: Trainer) -> None:
-        trainer.save(layout.resume_checkpoint, extra={"pipeline": curve.state()})
+        progress = {**curve.state(), "best": best.progress()}
+        trainer.save(layout.resume_checkpoint, extra={"pipeline": progress})
 
     try:
         reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
@@ -197,9 +235,16 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     }
     if "eval_success_rate" in last:
         metrics["eval_success_rate"] = last["eval_success_rate"]
+    if best.state is not None:  # what best.pt scored, and when
+        metrics["best_eval_return"] = best.state["eval"]["eval/episode_return"]
+        metrics["best_env_steps"] = best.state["env_steps"]
     if outputs is not None:  # rank 0: the checkpoint, curve and metrics, all or none
         with outputs:
             trainer.save(outputs.path(layout.final_checkpoint))
+            if best.state is None:  # no evaluation in this process (resumed at the end)
+                best(trainer.env_steps, {"eval/episode_return": metrics["eval_return"]})
+            assert best.state is not None
+            save_checkpoint(outputs.path(layout.best_checkpoint), best.state)
             outputs.write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
             outputs.write_json(layout.train_metrics, metrics)
         layout.resume_checkpoint.unlink(missing_ok=True)

@@ -55,7 +55,8 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     # A bad env setting, or an algorithm that cannot drive the env, fails before anything.
     env = make_env(cfg.env, num_envs=vp.episodes)
     build_policy(cfg, env)
-    policy = load_trained_policy(cfg, require(layout.final_checkpoint, "train"), env=env)
+    checkpoint = require(layout.checkpoint(params.evaluation.checkpoint), "train")
+    policy = load_trained_policy(cfg, checkpoint, env=env)
     max_steps = vp.max_steps or env.max_episode_steps
     obs = env.reset(seed=vp.seed)
     slot = StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)

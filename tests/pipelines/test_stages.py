@@ -91,6 +91,9 @@ def test_interrupted_training_keeps_old_outputs_and_resumes_exactly(params, tmp_
     a, b = policy_weights(straight.final_checkpoint), policy_weights(layout.final_checkpoint)
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    a, b = policy_weights(straight.best_checkpoint), policy_weights(layout.best_checkpoint)
+    for key in a:  # the best evaluation before the interruption was kept in the progress
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
     assert layout.curve.read_text().count("\n") == straight.curve.read_text().count("\n")
 
 
@@ -193,3 +196,23 @@ def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeyp
     assert "resuming from" in out and "iteration 4" in out
     assert "the first update compiles the loss" in out
     assert metrics["iterations"] == 6 and not layout.resume_checkpoint.exists()
+
+
+def test_best_checkpoint_holds_the_policy_of_the_best_evaluation(tmp_path):
+    layout = Layout(tmp_path)
+    metrics = train(parse_params(TINY), layout)
+    with layout.curve.open() as handle:
+        rows = [{k: float(v) for k, v in r.items() if v} for r in csv.DictReader(handle)]
+    best_row = max(rows, key=lambda r: r["eval_return"])  # the first of equal returns
+    best = load_checkpoint(layout.best_checkpoint)
+    assert best["env_steps"] == best_row["env_steps"] == metrics["best_env_steps"]
+    assert best["eval"]["eval/episode_return"] == best_row["eval_return"]
+    assert metrics["best_eval_return"] == best_row["eval_return"]
+    # evaluation.checkpoint: best evaluates that policy (on the evaluation seeds).
+    params = parse_params({**TINY, "evaluation": {**TINY["evaluation"], "checkpoint": "best"}})
+    from_best = evaluate(params, layout)
+    from_final = evaluate(parse_params(TINY), layout)
+    final = load_checkpoint(layout.final_checkpoint)
+    assert best["env_steps"] < metrics["env_steps"]  # this run peaked before its end
+    assert any(not torch.equal(best["policy"][k], v) for k, v in final["policy"].items())
+    assert from_best["return_mean"] != from_final["return_mean"]
