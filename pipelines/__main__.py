@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pipelines.progress  # noqa: F401 (first: its clock times the stage's start-up)
 from pipelines.layout import Layout
 
 if TYPE_CHECKING:

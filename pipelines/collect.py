@@ -16,6 +16,7 @@ import gymnasium.spaces as spaces
 from pipelines.files import StagedOutputs, check_writable, require
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.progress import Progress
 from rlcore.datasets import save_dataset
 from rlcore.envs import make_env
 from rlcore.errors import ConfigError
@@ -53,15 +54,14 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
         f"with {source} -> {cc.output}",
         flush=True,
     )
-    start, last_report = time.perf_counter(), [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.perf_counter() - start
-        if now - last_report[0] >= 5.0 or done == total:
-            last_report[0] = now
-            print(f"[collect {now:6.1f}s] {done:>10,d}/{total:,d} steps", flush=True)
-
-    buffer, episodes = record_transitions(env, policy, cc.env_steps, cc.seed, progress)
+    start = time.perf_counter()
+    progress = Progress("collect", cc.env_steps, "steps")
+    try:
+        buffer, episodes = record_transitions(
+            env, policy, cc.env_steps, cc.seed, lambda done, total: progress.update(done)
+        )
+    finally:
+        progress.close()
     env.close()
     metrics: dict[str, float] = {
         "transitions": len(buffer),

@@ -7,6 +7,7 @@ import time
 from pipelines.files import check_writable, require, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.progress import Progress
 from rlcore.envs import make_env
 from rlcore.evaluate import run_episodes
 from rlcore.runtime import configure_cpu
@@ -36,7 +37,11 @@ def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
         flush=True,
     )
     start = time.perf_counter()
-    episodes = run_episodes(policy, env, seed=ev.seed)
+    progress = Progress("evaluate", ev.episodes, "episodes")
+    try:
+        episodes = run_episodes(policy, env, seed=ev.seed, progress=progress.update)
+    finally:
+        progress.close()
     returns = episodes.returns
     metrics = {
         "episodes": ev.episodes,

@@ -49,6 +49,7 @@ from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
 from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
+from pipelines.progress import Progress
 from pipelines.train import run_training
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
@@ -212,17 +213,17 @@ def _check_still_running(trial: optuna.Trial) -> None:
 # --- running the study ----------------------------------------------------------------
 
 
-def _progress(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, FrozenTrial], None]:
     def show(study: optuna.Study, trial: FrozenTrial) -> None:
         done = len(study.get_trials(deepcopy=False, states=_FINISHED))
         value = "" if trial.value is None else f" value {trial.value:.4g}"
         wall = trial.duration.total_seconds() if trial.duration else float("nan")
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
-        print(
+        progress.note(
             f"[search] trial {trial.number} {trial.state.name.lower()}{value} in {wall:.1f}s "
-            f"({done}/{n_trials} finished): {shown}",
-            flush=True,
+            f"({done}/{n_trials} finished): {shown}"
         )
+        progress.update(done)  # trials of every worker: the study's rate and ETA
 
     return show
 
@@ -249,13 +250,15 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     if missing <= 0:
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
+    progress = Progress("search", search.n_trials, "trials", initial=finished)
     try:
         study.optimize(
             objective(params),
             n_trials=missing,
             timeout=search.timeout_s,
             catch=(NonFiniteError,),
-            callbacks=[_progress(search.n_trials), _stop_at_total(search.n_trials)],
+            callbacks=[_progress(search.n_trials, progress), _stop_at_total(search.n_trials)],
             gc_after_trial=False,
         )
     except _TrialTakenOver as taken:
@@ -264,6 +267,8 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
             f"search started while it ran); the worker stops, the study keeps every "
             f"finished trial"
         ) from None
+    finally:
+        progress.close()
 
 
 def die_with_parent(parent_pid: int) -> None:

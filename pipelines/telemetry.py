@@ -109,13 +109,21 @@ def fan_out(*sinks: Sink) -> Sink:
 def _open_live(directory: Path, resumed_at: int | None) -> Any:
     from dvclive import Live
 
+    class FilesOnlyLive(Live):
+        """DVCLive writing its files alone. The stage already runs inside DVC, whose
+        dvc.yaml declares these files; DVCLive's own git handling would make experiments of
+        its own, and fails outright in a repository without a commit (dvclive 3.49)."""
+
+        def _init_dvc(self) -> None:
+            self._save_dvc_exp = False
+
     if resumed_at is None:
         shutil.rmtree(directory, ignore_errors=True)  # a new run of this seed
     else:
         _drop_rows_after(directory / "plots" / "metrics", resumed_at)
-    # dvc.yaml declares the files; DVCLive must neither write one nor make its own
-    # experiment (the stage already runs inside `dvc repro` / `dvc exp run`).
-    return Live(str(directory), resume=resumed_at is not None, save_dvc_exp=False, dvcyaml=None)
+    return FilesOnlyLive(
+        str(directory), resume=resumed_at is not None, save_dvc_exp=False, dvcyaml=None
+    )
 
 
 def _drop_rows_after(plots: Path, step: int) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.progress import Progress, startup_seconds
 from pipelines.telemetry import Telemetry, experiment_label, fan_out
 from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
@@ -48,6 +49,7 @@ class Curve:
     elapsed_before: float = 0.0  # wall seconds of earlier (interrupted) runs
     started: float = field(default_factory=time.perf_counter)
     last_train_return: float = float("nan")
+    progress: Progress | None = None  # the stage's bar (rank 0), advanced every iteration
 
     @property
     def wall_s(self) -> float:
@@ -58,6 +60,9 @@ class Curve:
         if "train/episode_return" in metrics:
             self.last_train_return = metrics["train/episode_return"]
         if "eval/episode_return" not in metrics:
+            if self.progress is not None:
+                last = self.rows[-1]["eval_return"] if self.rows else None
+                self.progress.update(env_steps, **({} if last is None else {"eval": f"{last:.1f}"}))
             return
         row = {
             "env_steps": float(env_steps),
@@ -71,11 +76,14 @@ class Curve:
         self.rows.append(row)
         success = f"  success {row['eval_success_rate']:.2f}" if "eval_success_rate" in row else ""
         share = env_steps / self.total_env_steps
-        print(
+        line = (
             f"[train {row['wall_s']:6.1f}s] {env_steps:>10,d}/{self.total_env_steps:,d} steps "
-            f"({share:4.0%})  eval return {row['eval_return']:8.2f}{success}",
-            flush=True,
+            f"({share:4.0%})  eval return {row['eval_return']:8.2f}{success}"
         )
+        if self.progress is not None:
+            self.progress.note(line)
+        else:
+            print(line, flush=True)
 
     def state(self) -> dict[str, Any]:
         return {"rows": self.rows, "wall_s": self.wall_s}
@@ -207,8 +215,12 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         per = f" per process x {processes} processes" if processes > 1 else ""
         print(
             f"[train] {params.name} seed {layout.seed}: {cfg.env.name}, {cfg.env.num_envs} envs "
-            f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations",
+            f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations = "
+            f"{curve.total_env_steps:,d} env steps (ready in {startup_seconds():.1f} s)",
             flush=True,
+        )
+        curve.progress = Progress(
+            "train", curve.total_env_steps, "steps", initial=trainer.env_steps
         )
         if params.runtime.compile:
             print("[train] runtime.compile: the first update compiles the loss", flush=True)
@@ -222,6 +234,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     finally:
         if telemetry is not None:
             telemetry.close(trainer.env_steps)
+        if curve.progress is not None:
+            curve.progress.close()
     wall_s = curve.wall_s
     last = curve.rows[-1] if curve.rows else {}
     metrics = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -12,6 +13,7 @@ import torch
 from pipelines.files import StagedOutputs, require
 from pipelines.layout import Layout
 from pipelines.params import Params
+from pipelines.progress import Progress
 from rlcore.envs import make_env
 from rlcore.envs.base import StepSlot
 from rlcore.runtime import configure_cpu
@@ -64,7 +66,8 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     shown = env.render(size=vp.frame_size)
     print(f"[video] {vp.episodes} episodes of {cfg.env.name}, up to {max_steps} steps", flush=True)
     start, frames = time.perf_counter(), 0
-    with outputs:
+    progress = Progress("video", max_steps + 1, "frames")  # at most; all ended stops sooner
+    with outputs, contextlib.closing(progress):
         writer = imageio.get_writer(
             outputs.path(layout.video),
             format="FFMPEG",
@@ -74,7 +77,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
             macro_block_size=1,
         )
         with writer:
-            for step in range(max_steps):
+            for _ in range(max_steps):
                 writer.append_data(tile(shown, vp.columns))
                 frames += 1
                 env.step(policy.act_deterministic(obs), slot)
@@ -87,8 +90,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
                     break
                 live = running.nonzero().squeeze(1)
                 shown[live] = env.render(live, size=vp.frame_size)
-                if (step + 1) % 100 == 0:
-                    print(f"[video] frame {step + 1}/{max_steps}", flush=True)
+                progress.update(frames)
             writer.append_data(tile(shown, vp.columns))
             frames += 1
         wall_s = time.perf_counter() - start

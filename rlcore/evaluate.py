@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -42,11 +43,16 @@ def evaluate(policy: Actor, env: BatchedEnv, seed: int) -> dict[str, float]:
 
 
 @torch.inference_mode()
-def run_episodes(policy: Actor, env: BatchedEnv, seed: int) -> Episodes:
+def run_episodes(
+    policy: Actor,
+    env: BatchedEnv,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+) -> Episodes:
     """One deterministic (mode-action) episode in each of the env's N instances.
 
     Raises `NonFiniteError` if any return is NaN or infinite: a score that cannot be right
-    is never reported.
+    is never reported. `progress` is told how many episodes have finished, every 8 steps.
     """
     n = env.num_envs
     obs = env.reset(seed=seed)
@@ -63,8 +69,12 @@ def run_episodes(policy: Actor, env: BatchedEnv, seed: int) -> Episodes:
             success |= slot.success & running & slot.done
         running &= ~slot.done
         obs = slot.next_obs
-        if step % 8 == 7 and not running.any():
-            break
+        if step % 8 == 7:  # a host sync: not every step
+            still = int(running.sum())
+            if progress is not None:
+                progress(n - still)  # episodes finished so far
+            if not still:
+                break
     bad = int((~returns.isfinite()).sum())
     if bad:
         raise NonFiniteError(

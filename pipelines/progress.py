@@ -1,0 +1,106 @@
+"""Progress of a long stage: a bar with rate and ETA on a terminal, a line every few
+seconds in logs (DVC, Prefect and CI capture stdout: a redrawn bar would be noise there).
+
+`Progress.update(done)` may be called as often as the work advances (every iteration);
+it draws at most a few times a second. `note(text)` prints a line (an evaluation's result)
+without breaking the bar.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+# In logs: one line per this many seconds (and the first and last).
+LOG_INTERVAL_S = 10.0
+
+_STARTED = time.perf_counter()  # this module is imported as a stage starts
+
+
+def startup_seconds() -> float:
+    """Seconds since the stage's modules began loading (imports, validation, env build)."""
+    return time.perf_counter() - _STARTED
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Progress:
+    """`total` units of work (`unit`: "steps", "episodes", "frames", "trials") of `label`."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        unit: str,
+        initial: int = 0,
+        stream: TextIO | None = None,
+        interval_s: float = LOG_INTERVAL_S,
+    ) -> None:
+        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.stream = stream or sys.stdout
+        self.interval_s = interval_s
+        self.start, self.initial, self.done = time.perf_counter(), initial, initial
+        self._last_line = -float("inf")
+        self._bar: Any = None
+        if self.stream.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self.total,
+                initial=initial,
+                unit=f" {unit}",
+                unit_scale=self.total >= 10_000,  # 1.2M steps; 64/64 episodes
+                desc=f"[{label}]",
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=0.25,
+            )
+
+    def rate(self) -> float:
+        elapsed = time.perf_counter() - self.start
+        return (self.done - self.initial) / elapsed if elapsed > 0 else 0.0
+
+    def update(self, done: int, **status: Any) -> None:
+        """Work done so far (absolute), with `status` shown beside it (e.g. eval_return)."""
+        advance, self.done = done - self.done, done
+        if self._bar is not None:
+            if status:
+                self._bar.set_postfix(status, refresh=False)
+            self._bar.update(advance)
+            return
+        now = time.perf_counter()
+        if now - self._last_line >= self.interval_s or done >= self.total:
+            self._last_line = now
+            self.stream.write(self.line(status) + "\n")
+            self.stream.flush()
+
+    def line(self, status: dict[str, Any] | None = None) -> str:
+        """`[train 0:42] 40,960/98,304 steps (42%), 3,300 steps/s, ETA 0:17, ...`."""
+        rate = self.rate()
+        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta = _duration(left) if left == left else "?"
+        shown = "".join(f", {k} {v}" for k, v in (status or {}).items())
+        return (
+            f"[{self.label} {_duration(time.perf_counter() - self.start)}] "
+            f"{self.done:,d}/{self.total:,d} {self.unit} ({self.done / self.total:.0%}), "
+            f"{rate:,.0f} {self.unit}/s, ETA {eta}{shown}"
+        )
+
+    def note(self, text: str) -> None:
+        """A line of its own (a result), printed above the bar on a terminal."""
+        if self._bar is not None:
+            self._bar.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

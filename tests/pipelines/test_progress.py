@@ -1,0 +1,48 @@
+import io
+import re
+
+from pipelines.progress import Progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_in_logs_a_line_every_interval_with_rate_and_eta():
+    out = io.StringIO()
+    progress = Progress("train", 1000, "steps", stream=out, interval_s=3600)
+    for done in range(100, 1001, 100):
+        progress.update(done, eval="12.5")
+    progress.note("[train] an evaluation")
+    progress.close()
+    lines = out.getvalue().splitlines()
+    # The first update and the last (done) only: the interval has not passed in between.
+    assert len(lines) == 3, lines
+    pattern = r"^\[train \d+:\d\d\] {done}/1,000 steps \({share}%\), [\d,]+ steps/s, ETA [\d:?]+"
+    assert re.match(pattern.format(done=100, share=10), lines[0]), lines[0]
+    assert re.match(pattern.format(done="1,000", share=100), lines[1]), lines[1]
+    assert lines[0].endswith(", eval 12.5") and lines[2] == "[train] an evaluation"
+    assert "\r" not in out.getvalue()  # no redrawn bar in a log
+
+
+def test_every_update_is_a_line_when_the_interval_is_zero():
+    out = io.StringIO()
+    progress = Progress("collect", 4, "steps", stream=out, interval_s=0)
+    for done in range(1, 5):
+        progress.update(done)
+    assert [line.split("] ")[1].split(" (")[0] for line in out.getvalue().splitlines()] == [
+        "1/4 steps", "2/4 steps", "3/4 steps", "4/4 steps"
+    ]  # fmt: skip
+
+
+def test_on_a_terminal_a_bar_is_drawn_and_notes_print_above_it():
+    out = Terminal()
+    progress = Progress("evaluate", 64, "episodes", stream=out)
+    progress.update(32)
+    progress.note("a result")
+    progress.update(64)
+    progress.close()
+    text = out.getvalue()
+    assert "\r" in text and "[evaluate]" in text and "64/64" in text
+    assert "a result\n" in text
