@@ -26,6 +26,24 @@ if TYPE_CHECKING:
 
 STAGES = ("train", "evaluate", "video", "report", "collect")
 SEEDED_STAGES = ("train", "evaluate")
+# What `python -m pipelines <stage> --help` says each stage does (kept here: no heavy import).
+STAGE_HELP = {
+    "train": "Train one seed of params.yaml's experiment. Writes "
+    "outputs/seeds/S/checkpoints/{final,best}.pt, metrics/seeds/S/{train.json,curve.csv} "
+    "(all or none, at the end) and logs every iteration to metrics/seeds/S/live (DVCLive) "
+    "and outputs/tensorboard; resumes from outputs/seeds/S/checkpoints/resume.pt.",
+    "evaluate": "Evaluate one seed's trained policy (evaluation.checkpoint: final or best) "
+    "on evaluation.episodes episodes with seeds training never used. Writes "
+    "metrics/seeds/S/eval.json.",
+    "video": "Record evaluation episodes of the first seed's policy, tiled in one MP4. "
+    "Writes outputs/video/episodes.mp4 and metrics/video.json.",
+    "report": "Summarise every seed: reports/run/report.md, reports/run/curve.png and "
+    "metrics/summary.json (mean and std over seeds).",
+    "collect": "Roll out a policy (collect.policy: trained or random) and save the "
+    "transitions as an offline dataset at collect.output (default data/offline) with "
+    "metrics/collect.json.",
+}
+EXIT_CODES = "Exit codes: 0 done, 1 the stage failed (one line on stderr), 2 invalid params."
 
 
 def _stage(name: str) -> Callable[..., object]:
@@ -207,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.compare import compare_main
 
         return compare_main(argv[1:])
+    if argv and argv[0] in STAGES:
+        return _stage_main(argv[0], argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m pipelines",
         description=__doc__,
@@ -223,6 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None and args.command not in SEEDED_STAGES:
         parser.error(f"--seed applies to {' and '.join(SEEDED_STAGES)} only")
     return run_stage(args.command, args.params, args.seed)
+
+
+def _stage_main(name: str, argv: list[str]) -> int:
+    """`python -m pipelines <stage> [--params P] [--seed S]`, with its own --help."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m pipelines {name}",
+        description=STAGE_HELP[name],
+        epilog=f"DVC runs this stage from dvc.yaml (dvc repro). {EXIT_CODES}",
+    )
+    parser.add_argument(
+        "--params",
+        type=Path,
+        default=Path("params.yaml"),
+        help="the experiment file (default: params.yaml)",
+    )
+    if name in SEEDED_STAGES:
+        parser.add_argument(
+            "--seed", type=int, help="which of params.yaml's `seeds` (default: the first)"
+        )
+    args = parser.parse_args(argv)
+    return run_stage(name, args.params, getattr(args, "seed", None))
 
 
 if __name__ == "__main__":

@@ -301,7 +301,11 @@ def compare_flow(project_dir: str = ".", runs: list[str] | None = None) -> dict[
 
 
 def _flow_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines flow", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines flow",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the usage lines apart
+    )
     parser.add_argument("--project-dir", default=".", help="the DVC project root (default .)")
     parser.add_argument("--stages", nargs="+", choices=STAGES, help="default: all, in order")
     parser.add_argument("--variant", help="run as the DVC experiment NAME (dvc exp run)")

@@ -83,7 +83,7 @@ def render_report(params: Params, layout: Layout, seeds: Sequence[SeedRun]) -> s
     return f"""# {params.name}
 
 {algorithm_line(params)} on `{env.name}`: {env.num_envs} envs x {trainer.num_steps} steps
-per rollout, {trainer.total_env_steps:,} env steps budget, seeds {list(params.seeds)}; policy
+per rollout, {_budget(params)}, seeds {list(params.seeds)}; policy
 {list(params.policy.hidden_sizes)} {params.policy.activation}; {_optimizer_line(params)}.
 
 ## Evaluation
@@ -104,6 +104,20 @@ Evaluation return during training: the line is the mean over seeds, the band the
 [{params.video.episodes} evaluation episodes]({video}) of the policy trained on seed
 {params.seeds[0]} (`dvc pull` or `dvc repro video` if it is not in your workspace).
 """
+
+
+def _budget(params: Params) -> str:
+    """The env steps training runs: whole iterations, as the trainer rounds the budget."""
+    trainer, env = params.trainer, params.env
+    per_iteration = env.num_envs * trainer.num_steps * params.runtime.processes
+    iterations = max(trainer.total_env_steps // per_iteration, 1)
+    budget = iterations * per_iteration
+    rounded = (
+        f"; trainer.total_env_steps {trainer.total_env_steps:,} rounded to whole iterations"
+        if budget != trainer.total_env_steps
+        else ""
+    )
+    return f"{budget:,} env steps budget ({iterations:,} iterations{rounded})"
 
 
 def _checked(seeds: list[SeedRun]) -> list[SeedRun]:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
@@ -178,6 +179,12 @@ def _build(
                 f"a {vectorization!r} env has its own auto-reset mode"
             )
         vector_kwargs["autoreset_mode"] = AUTORESET_MODES[autoreset]
+
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # Headless: pygame-rendered envs (classic control) draw offscreen; without this,
+        # SDL prints "error: XDG_RUNTIME_DIR is invalid", which reads like one of ours.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(

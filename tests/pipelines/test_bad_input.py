@@ -131,3 +131,21 @@ def test_a_missing_params_file_names_it(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["train"]) == 2
     assert capsys.readouterr().err.startswith("error: params.yaml: cannot be read")
+
+
+@pytest.mark.parametrize("stage", ["train", "evaluate", "video", "report", "collect"])
+def test_every_stage_has_its_own_help(stage, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([stage, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m pipelines {stage} [-h] [--params PARAMS]")
+    assert ("--seed SEED" in out) == (stage in ("train", "evaluate"))
+    assert "Exit codes: 0 done" in out
+
+
+def test_flow_help_keeps_its_usage_lines_apart(capsys):
+    with pytest.raises(SystemExit):
+        main(["flow", "--help"])
+    out = capsys.readouterr().out
+    assert "\n    python -m pipelines flow --search\n" in out

@@ -142,6 +142,7 @@ def test_evaluate_video_and_report_from_trained_checkpoints(tmp_path):
     returns = [metrics["return_mean"], other["return_mean"]]
     mean, std = statistics.fmean(returns), statistics.stdev(returns)
     assert "# tiny" in page and "seeds [3, 5]" in page
+    assert "768 env steps budget (6 iterations)," in page
     assert f"return **{mean:.2f} ± {std:.2f}** over 2 seeds" in page
     assert f"| 3 | {metrics['return_mean']:,.1f} |" in page
     assert f"| **mean ± std** | {mean:,.1f} ± {std:,.1f} |" in page
@@ -216,3 +217,13 @@ def test_best_checkpoint_holds_the_policy_of_the_best_evaluation(tmp_path):
     assert best["env_steps"] < metrics["env_steps"]  # this run peaked before its end
     assert any(not torch.equal(best["policy"][k], v) for k, v in final["policy"].items())
     assert from_best["return_mean"] != from_final["return_mean"]
+
+
+def test_the_report_says_the_budget_training_runs_in_whole_iterations():
+    from pipelines.report import _budget
+
+    rounded = parse_params({**TINY, "trainer": {**TINY["trainer"], "total_env_steps": 1000}})
+    assert _budget(rounded) == (
+        "896 env steps budget (7 iterations; trainer.total_env_steps 1,000 rounded to whole "
+        "iterations)"
+    )

@@ -307,3 +307,24 @@ def test_a_users_env_is_named_gymnasiums_way_with_its_module(tmp_path, monkeypat
     env.close()
     with pytest.raises(ValueError, match="cannot import module 'no_such_user_module'"):
         EnvConfig("gymnasium:no_such_user_module:UserCartPole-v0")
+
+
+def test_headless_rendering_of_pygame_envs_prints_no_sdl_error():
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from rlcore.envs.gym_bridge import GymnasiumEnv\n"
+        "env = GymnasiumEnv('CartPole-v1', 2)\n"
+        "env.reset(seed=0)\n"
+        "print(tuple(env.render(size=16).shape))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XDG_RUNTIME_DIR")}
+    env = {k: v for k, v in env.items() if not k.startswith("SDL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 16, 16, 3)"
+    assert "XDG_RUNTIME_DIR" not in done.stdout + done.stderr
