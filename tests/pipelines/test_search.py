@@ -337,3 +337,24 @@ def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path,
         search_module.run_worker(params, layout, worker=1)
     (trial,) = open_study(params, layout).get_trials()
     assert trial.state == TrialState.FAIL and trial.intermediate_values == {}
+
+
+def test_optuna_dashboard_opens_the_search_storage(tmp_path):
+    """What `optuna-dashboard outputs/search/journal.log` serves, through its WSGI app."""
+    import io
+    import json as jsonlib
+    from wsgiref.util import setup_testing_defaults
+
+    dashboard = pytest.importorskip("optuna_dashboard")
+    from optuna_dashboard._storage_url import get_storage  # what its command line calls
+
+    params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
+    search(params, layout)
+    app = dashboard.wsgi(get_storage(str(layout.search_journal)))
+    environ = {"PATH_INFO": "/api/studies", "wsgi.input": io.BytesIO()}
+    setup_testing_defaults(environ)
+    status = []
+    body = b"".join(app(environ, lambda s, headers, exc_info=None: status.append(s)))
+    assert status == ["200 OK"]
+    studies = jsonlib.loads(body)["study_summaries"]
+    assert [s["study_name"] for s in studies] == ["tiny"]
