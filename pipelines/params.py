@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -256,6 +257,35 @@ class SearchParams(_Section):
         None, description="null: the journal file outputs/search/journal.log; or a SQLAlchemy URL"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_paths(cls, data: Any) -> Any:
+        """`space` and `overrides` may nest their params paths (`{trainer: {num_steps: 8}}`,
+        which `dvc exp run -S search.overrides.trainer.num_steps=8` can reach) or write them
+        dotted (`trainer.num_steps: 8`); both mean the same, held dotted."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("space"), dict):
+            data["space"] = _flatten(data["space"], is_leaf=lambda v: "type" in v)
+        if isinstance(data.get("overrides"), dict):
+            data["overrides"] = _flatten(data["overrides"], is_leaf=lambda v: False)
+        return data
+
+
+def _flatten(
+    tree: dict[str, Any], is_leaf: Callable[[dict[str, Any]], bool], prefix: str = ""
+) -> dict[str, Any]:
+    """Nested mappings as `a.b.c: leaf`; a mapping `is_leaf` accepts is a value."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not is_leaf(value):
+            flat |= _flatten(value, is_leaf, f"{path}.")
+        else:
+            flat[path] = value
+    return flat
+
 
 class Params(_Section):
     """The whole experiment (see `params.yaml` for the defaults with comments)."""
@@ -419,7 +449,9 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set `a.b.c` in a nested mapping, creating the intermediate mappings."""
     *parents, leaf = dotted.split(".")
     for key in parents:
-        data = data.setdefault(key, {})
+        if data.get(key) is None:  # absent, or an algorithm section left out (null)
+            data[key] = {}
+        data = data[key]
     data[leaf] = value
 
 
@@ -434,6 +466,10 @@ def apply_values(params: Params, values: dict[str, Any]) -> Params:
 
 def _known_path(params: Params, dotted: str) -> bool:
     node: Any = params.model_dump(mode="json")
+    # The chosen algorithm's settings exist even where params.yaml leaves its section out.
+    algorithm = node["algorithm"]
+    if algorithm.get(params.algorithm.section) is None:
+        algorithm[params.algorithm.section] = asdict(params.algorithm.config)
     for key in dotted.split("."):
         if not isinstance(node, dict) or key not in node:
             return False

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.params import ParamsError, load_params
+from pipelines.params import ParamsError, load_params, parse_params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,3 +105,35 @@ def test_stage_cli_rejects_bad_params_before_touching_outputs(tmp_path):
     )
     assert metrics.read_text() == '{"previous": 1}'
     assert not (tmp_path / "outputs").exists()
+
+
+def test_every_search_setting_can_be_set_like_dvc_exp_run_s(tmp_path):
+    """`dvc exp run -S search.overrides.trainer.total_env_steps=...` edits params.yaml with
+    DVC's own override code; nested paths in `search` make every setting reachable."""
+    import shutil
+    from pathlib import Path
+
+    from dvc.utils.hydra import apply_overrides
+
+    path = tmp_path / "params.yaml"
+    shutil.copy(Path(__file__).parents[2] / "params.yaml", path)
+    apply_overrides(
+        path,
+        [
+            "search.overrides.trainer.total_env_steps=5000",
+            "search.space.algorithm.ppo.lr.high=0.01",
+            "search.space.policy.hidden_sizes.choices=[[8],[16]]",
+        ],
+    )
+    search = load_params(path).search
+    assert search.overrides["trainer.total_env_steps"] == 5000
+    assert search.space["algorithm.ppo.lr"].high == 0.01
+    assert search.space["policy.hidden_sizes"].choices == [[8], [16]]
+
+
+def test_search_paths_may_be_nested_or_dotted_alike():
+    nested = {"space": {"algorithm": {"ppo": {"lr": {"type": "float", "low": 0.1, "high": 1}}}},
+              "overrides": {"trainer": {"num_steps": 8}}}  # fmt: skip
+    dotted = {"space": {"algorithm.ppo.lr": {"type": "float", "low": 0.1, "high": 1}},
+              "overrides": {"trainer.num_steps": 8}}  # fmt: skip
+    assert parse_params({"search": nested}).search == parse_params({"search": dotted}).search
