@@ -26,9 +26,12 @@ search: .venv/ready
 compare: .venv/ready
 	$(RUN) $(PY) -m pipelines compare
 
+baseline: .venv/ready
+	$(RUN) $(PY) -m pipelines baseline
+
 test: .venv/ready
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	$(RUN) $(PY) -m pytest
 
-.PHONY: setup repro search compare test
+.PHONY: setup repro search compare baseline test

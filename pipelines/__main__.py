@@ -3,7 +3,8 @@
 Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run per seed of
 `seeds`), video, report; collect (data/dvc.yaml: an offline dataset for `replay.offline`);
 and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
-`compare [RUN ...]`: a report across experiments and revisions. `import-config FILE.json`:
+`compare [RUN ...]`: a report across experiments and revisions; `baseline`: back to the
+committed experiment after `dvc exp run`. `import-config FILE.json`:
 an EmbodiChain training config as params.yaml.
 Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
@@ -225,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.compare import compare_main
 
         return compare_main(argv[1:])
+    if argv and argv[0] == "baseline":
+        from pipelines.baseline import baseline_main
+
+        return baseline_main(argv[1:])
     if argv and argv[0] in STAGES:
         return _stage_main(argv[0], argv[1:])
     parser = argparse.ArgumentParser(
@@ -233,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "command", choices=[*STAGES, "search", "compare", "import-config", "flow", "serve"]
+        "command",
+        choices=[*STAGES, "search", "compare", "baseline", "import-config", "flow", "serve"],
     )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument(

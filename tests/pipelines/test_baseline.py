@@ -1,0 +1,48 @@
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.baseline import BaselineError, restore_baseline
+
+
+def git(root, *args, env):
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def test_baseline_restores_the_committed_experiment_after_an_exp_run(tmp_path, git_dvc_env):
+    env = git_dvc_env
+    git(tmp_path, "init", "-q", env=env)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, env=env, check=True)
+    (tmp_path / "params.yaml").write_text("name: baseline\n")
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "summary.json").write_text('{"eval_return_mean": 500}\n')
+    (tmp_path / "code.py").write_text("print('mine')\n")
+    git(tmp_path, "add", "-A", env=env)
+    git(tmp_path, "commit", "-qm", "baseline", env=env)
+    # What `dvc exp run -S ...` leaves behind, and a code change of the user's.
+    (tmp_path / "params.yaml").write_text("name: variant\n")
+    (tmp_path / "metrics" / "summary.json").write_text('{"eval_return_mean": 12}\n')
+    (tmp_path / "metrics" / "seeds").mkdir()
+    (tmp_path / "metrics" / "seeds" / "train.json").write_text("{}")
+    (tmp_path / "code.py").write_text("print('edited')\n")
+    git(tmp_path, "add", "params.yaml", env=env)  # staged too
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        done = restore_baseline(tmp_path)
+
+    assert done[0] == "restored params.yaml, metrics as committed in HEAD"
+    assert (tmp_path / "params.yaml").read_text() == "name: baseline\n"
+    assert (tmp_path / "metrics" / "summary.json").read_text() == '{"eval_return_mean": 500}\n'
+    assert not (tmp_path / "metrics" / "seeds").exists()
+    assert (tmp_path / "code.py").read_text() == "print('edited')\n"  # code is left alone
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True,
+                            text=True, env=env).stdout  # fmt: skip
+    assert status.strip() == "M code.py"
+
+
+def test_baseline_outside_a_git_repository_is_one_clear_error(tmp_path):
+    with pytest.raises(BaselineError, match="git rev-parse --verify HEAD` failed"):
+        restore_baseline(tmp_path)
