@@ -21,8 +21,10 @@ TINY = {
     "video": {"episodes": 2, "frame_size": 32, "max_steps": 10},
     "search": {
         "study_name": "tiny",
-        "space": {"algorithm.ppo.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
-        "overrides": {"trainer.total_env_steps": 256},
+        "space": {
+            "algorithm": {"ppo": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}}
+        },
+        "overrides": {"trainer": {"total_env_steps": 256}},
         "n_trials": 3,
     },
 }
