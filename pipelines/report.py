@@ -3,6 +3,7 @@ learning curve (mean and range over seeds) as a PNG, and `metrics/summary.json`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,7 +98,8 @@ used in training): return **{ret.format(".2f")}** {over}.{success_line}
 
 ![learning curve]({layout.curve_png.name})
 
-Evaluation return during training: the line is the mean over seeds, the band their range.
+Evaluation {_curve_metric(seeds)[1]} during training: the line is the mean over seeds, the band
+their range.
 
 ## Video
 
@@ -117,7 +119,24 @@ def _budget(params: Params) -> str:
         if budget != trainer.total_env_steps
         else ""
     )
-    return f"{budget:,} env steps budget ({iterations:,} iterations{rounded})"
+    targets = [
+        f"evaluation {name} >= {value:g}"
+        for name, value in (
+            ("return", trainer.stop_at_eval_return),
+            ("success", trainer.stop_at_eval_success),
+        )
+        if value is not None
+    ]
+    stop = f", stopping early at {' or '.join(targets)}" if targets else ""
+    return f"{budget:,} env steps budget ({iterations:,} iterations{rounded}){stop}"
+
+
+def _curve_metric(seeds: list[SeedRun]) -> tuple[str, str]:
+    """What the learning curve shows: success rate where the env reports it, else return."""
+    rows = [row for run in seeds for row in run.curve or []]
+    if any(not math.isnan(row.get("eval_success_rate", math.nan)) for row in rows):
+        return "eval_success_rate", "success rate"
+    return "eval_return", "return"
 
 
 def _checked(seeds: list[SeedRun]) -> list[SeedRun]:
@@ -136,14 +155,15 @@ def report(params: Params, layout: Layout | None = None) -> Path:
     outputs = StagedOutputs([layout.curve_png, layout.summary_metrics, layout.report])
     seeds = _checked(load_seeds(workspace_reader(layout.root), Layout(), params.seeds))
     text = render_report(params, layout, seeds)
-    curve = band([run.curve or [] for run in seeds], "env_steps", "eval_return")
+    key, label = _curve_metric(seeds)
+    curve = band([run.curve or [] for run in seeds], "env_steps", key)
     with outputs:
         plot_bands(
             [] if curve is None else [(params.name, curve)],
             outputs.path(layout.curve_png),
-            f"{params.name}: evaluation return during training",
+            f"{params.name}: evaluation {label} during training",
             "env steps",
-            "episode return",
+            "success rate" if key == "eval_success_rate" else "episode return",
         )
         outputs.write_json(layout.summary_metrics, summary_json(seeds))
         outputs.write_text(layout.report, text)

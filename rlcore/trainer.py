@@ -88,6 +88,13 @@ class Trainer:
         if compile_loss:  # before building envs, which may take long (simulators, processes)
             check_compile_available(torch.device(env_cfg.device))
         self.env = make_env(env_cfg, grouped=algorithm.same_step_reset)
+        if tc.stop_at_eval_success is not None and not self.env.has_success:
+            self.env.close()
+            raise ConfigError(
+                f"trainer.stop_at_eval_success: {cfg.env.name!r} reports no success, so "
+                f"{tc.stop_at_eval_success:g} could never be reached: set it to null (or use "
+                "trainer.stop_at_eval_return)"
+            )
         self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
         device = self.env.device
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;

@@ -16,7 +16,13 @@ TINY = {
     "env": {"name": "cartpole", "num_envs": 8},
     "policy": {"hidden_sizes": [16], "activation": "relu"},
     "algorithm": {"ppo": {"lr": 1e-3, "num_epochs": 2, "num_minibatches": 2}},
-    "trainer": {"total_env_steps": 512, "num_steps": 16, "eval_every_iters": 2, "eval_episodes": 2},
+    "trainer": {
+        "total_env_steps": 512,
+        "num_steps": 16,
+        "eval_every_iters": 2,
+        "eval_episodes": 2,
+        "stop_at_eval_success": None,
+    },
     "evaluation": {"episodes": 4},
     "video": {"episodes": 2, "frame_size": 32, "max_steps": 10},
     "search": {

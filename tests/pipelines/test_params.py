@@ -1,3 +1,4 @@
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -5,14 +6,20 @@ from pathlib import Path
 import pytest
 
 from pipelines.params import ParamsError, load_params, parse_params
+from rlcore.presets import PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_default_experiment_is_valid_ppo_on_cartpole():
+def test_the_default_experiment_is_the_tuned_push_cube_ppo_preset():
     params = load_params(REPO / "params.yaml")
-    assert params.env.name == "cartpole" and params.algorithm.name == "ppo"
-    assert params.experiment().algo == params.algorithm.ppo
+    assert params.env.name == "push_cube" and params.algorithm.name == "ppo"
+    experiment = params.experiment()
+    assert experiment.algo == params.algorithm.ppo
+    # The preset's settings (what the benchmarks measure), plus periodic checkpoints.
+    tuned = PRESETS["push_cube"]
+    trainer = dataclasses.replace(tuned.trainer, checkpoint_every_iters=50)
+    assert experiment == dataclasses.replace(tuned, trainer=trainer)
     assert len(params.schedule.cron.split()) == 5
 
 

@@ -227,3 +227,24 @@ def test_the_report_says_the_budget_training_runs_in_whole_iterations():
         "896 env steps budget (7 iterations; trainer.total_env_steps 1,000 rounded to whole "
         "iterations)"
     )
+    stopping = parse_params(
+        {**TINY, "env": {"name": "push_cube", "num_envs": 8}, "trainer": {
+            **TINY["trainer"], "stop_at_eval_return": -10.0, "stop_at_eval_success": 0.9}}
+    )  # fmt: skip
+    assert _budget(stopping).endswith(
+        "(6 iterations), stopping early at evaluation return >= -10 or evaluation success >= 0.9"
+    )
+
+
+def test_the_curve_shows_success_where_the_env_reports_it():
+    from pipelines.aggregate import SeedRun
+    from pipelines.report import _curve_metric
+
+    nan = float("nan")
+    cartpole = [{"env_steps": 1.0, "eval_return": 9.0, "eval_success_rate": nan}]
+    push_cube = [{"env_steps": 1.0, "eval_return": -50.0, "eval_success_rate": 0.25}]
+    assert _curve_metric([SeedRun(0, curve=cartpole)]) == ("eval_return", "return")
+    assert _curve_metric([SeedRun(0, curve=[{"env_steps": 1.0, "eval_return": 9.0}])])[1] == (
+        "return"
+    )
+    assert _curve_metric([SeedRun(0, curve=push_cube)]) == ("eval_success_rate", "success rate")

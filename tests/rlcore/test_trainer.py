@@ -6,6 +6,7 @@ from rlcore.algos.config import GRPOConfig
 from rlcore.algos.ppo import PPOConfig
 from rlcore.checkpoint import CheckpointError
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
+from rlcore.errors import ConfigError
 from rlcore.trainer import Trainer
 
 
@@ -116,6 +117,13 @@ def test_non_finite_observation_stops_and_keeps_last_checkpoint(tmp_path):
 def test_invalid_configuration_names_the_field(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_a_success_target_on_an_env_without_success_is_refused():
+    """CartPole reports no success, so the stop could never fire: say so, don't train on."""
+    with pytest.raises(ConfigError, match=r"trainer.stop_at_eval_success: 'cartpole' reports"):
+        Trainer(small_config("cartpole", stop_at_eval_success=0.9))
+    assert Trainer(small_config("push_cube", stop_at_eval_success=0.9)).env.has_success
 
 
 def test_non_finite_reward_stops_training(tmp_path):
