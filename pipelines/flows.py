@@ -7,6 +7,7 @@ stage code never imports Prefect.
 Usage:
     python -m pipelines flow [--project-dir D] [--stages S ...] [--variant NAME -S key=value ...]
     python -m pipelines flow --search
+    python -m pipelines flow --regression
     python -m pipelines flow --compare [RUN ...]
 
 The schedule that re-runs this flow lives in `pipelines/serve.py`.
@@ -27,6 +28,7 @@ import re
 import subprocess
 import sys
 from collections import deque
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from prefect.client.schemas.objects import State, TaskRun
 
 from pipelines.layout import Layout
 from pipelines.params import Params, load_params
+from pipelines.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
 
 STAGES = ("train", "evaluate", "video", "report")
 REPORT = Layout().report  # relative to the project dir
@@ -254,6 +257,60 @@ def experiment_flow(
     return {"experiment": name, "variant": variant, "metrics": metrics, "artifacts": keys}
 
 
+class RegressionError(RuntimeError):
+    """The nightly run fell outside the baseline's seed band, or could not be judged."""
+
+
+@task(cache_policy=NO_CACHE)
+def judge_nightly(project_dir: str, nightly: str) -> Verdict:
+    """Write the compare page of the committed baseline (HEAD) and the nightly experiment,
+    and judge the nightly one against the baseline's seed band (reads git; no retry)."""
+    from pipelines.compare import compare
+
+    baseline, run = compare(Path(project_dir), ["HEAD", nightly]).runs
+    return judge(baseline, run)
+
+
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
+def publish_verdict(verdict: Verdict, compare_page: str, key: str) -> None:
+    """Publish the verdict as a Markdown artifact whose first line is the verdict."""
+    create_markdown_artifact(
+        verdict_markdown(verdict, compare_page), key=key, description=verdict.headline()
+    )
+
+
+@flow(name="nightly")
+def regression_flow(project_dir: str = ".") -> dict[str, Any]:
+    """The scheduled regression check (see `pipelines.regression`).
+
+    `dvc exp run --temp --name nightly-YYYYMMDD-HHMM -S seeds=[...]` runs the committed
+    experiment on fresh seeds in a temporary copy (the workspace is left as it was), the
+    compare page sets it beside the baseline, and the verdict is published; a regression
+    fails the flow run, so Prefect's notifications on failure cover it.
+    """
+    root = _project_root(project_dir)
+    params = load_params(root / "params.yaml")
+    now = datetime.now(UTC)
+    name = nightly_name(now)
+    seeds = fresh_seeds(len(params.seeds), now.date())
+    args = ["exp", "run", "--temp", "--name", name, "--set-param", f"seeds={json.dumps(seeds)}"]
+    run_dvc(str(root), args, label=name)
+    verdict = judge_nightly(str(root), name)
+    key = artifact_key(params.name, "nightly")
+    publish_verdict(verdict, str(root / COMPARE_REPORT), key)
+    if not verdict.passed:
+        raise RegressionError(verdict.headline())
+    get_run_logger().info("%s", verdict.headline())
+    return {
+        "experiment": params.name,
+        "variant": name,
+        "seeds": seeds,
+        "verdict": verdict.headline(),
+        "metrics": {},
+        "artifacts": {"verdict": key},
+    }
+
+
 @flow(name="search")
 def search_flow(project_dir: str = ".") -> dict[str, Any]:
     """Run the Optuna search stage through DVC and publish its summary.
@@ -313,6 +370,11 @@ def _flow_parser() -> argparse.ArgumentParser:
         "--search", action="store_true", help="run the Optuna search stage instead (search flow)"
     )
     parser.add_argument(
+        "--regression", action="store_true",
+        help="run the nightly regression check instead: the experiment on fresh seeds as a "
+        "dated DVC experiment, judged against the committed baseline",
+    )  # fmt: skip
+    parser.add_argument(
         "--compare", nargs="*", metavar="RUN",
         help="compare runs instead (compare flow): experiment names, git revisions, workspace",
     )  # fmt: skip
@@ -343,10 +405,14 @@ def flow_main(argv: list[str] | None = None) -> int:
         parser.error("--search runs the search stage alone: drop --stages/--variant")
     if args.compare is not None and (args.variant or args.stages or args.search):
         parser.error("--compare runs alone: drop --stages/--variant/--search")
+    if args.regression and (args.variant or args.stages or args.search or args.compare is not None):
+        parser.error("--regression runs alone: drop --stages/--variant/--search/--compare")
     if checked_params(args.project_dir) is None:
         return 2
     if args.search:
         state = search_flow(project_dir=args.project_dir, return_state=True)
+    elif args.regression:
+        state = regression_flow(project_dir=args.project_dir, return_state=True)
     elif args.compare is not None:
         state = compare_flow(project_dir=args.project_dir, runs=args.compare, return_state=True)
     else:
@@ -363,6 +429,8 @@ def flow_main(argv: list[str] | None = None) -> int:
         return 1
     for file, values in result["metrics"].items():
         print("  ".join([file, *(f"{name}={value:g}" for name, value in values.items())]))
+    if "verdict" in result:
+        print(result["verdict"])
     if "runs" in result:
         print(f"compared {', '.join(result['runs'])}: {COMPARE_REPORT}")
     return 0

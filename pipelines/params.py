@@ -178,11 +178,14 @@ class CollectParams(_Section):
 
 
 class ScheduleParams(_Section):
-    """When `python -m pipelines serve` re-runs the experiment flow."""
+    """When `python -m pipelines serve` runs a flow, and which: the regression check (the
+    experiment on fresh seeds, judged against the baseline) or the plain pipeline
+    (`dvc repro`, new work only when an input changed, e.g. a dataset updated upstream)."""
 
     cron: str = "0 3 * * *"
     timezone: str = "UTC"
     deployment: str = "nightly"
+    flow: Literal["regression", "experiment"] = "regression"
 
     @field_validator("cron")
     @classmethod

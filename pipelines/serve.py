@@ -1,7 +1,8 @@
-"""`python -m pipelines serve`: the experiment flow as a deployment on the params' schedule.
+"""`python -m pipelines serve`: a flow as a deployment on the params' schedule.
 
-Registers `experiment_flow` with the cron schedule of `params.yaml` (`schedule:` section)
-against a running Prefect server and executes its scheduled runs until stopped (Ctrl-C).
+Registers the flow `schedule.flow` names (the regression check by default, or the plain
+experiment flow) with the cron schedule of `params.yaml` (`schedule:` section) against a
+running Prefect server and executes its scheduled runs until stopped (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from prefect.settings import PREFECT_API_URL
 from prefect.types.entrypoint import EntrypointType
 from pydantic import ValidationError
 
-from pipelines.flows import checked_params, experiment_flow
+from pipelines.flows import checked_params, experiment_flow, regression_flow
 from pipelines.params import ScheduleParams
 
 START_SERVER = (
@@ -65,17 +66,18 @@ def describe_schedule(schedule: ScheduleParams, interval_seconds: float | None) 
 def build_deployment(
     project_dir: Path, schedule: ScheduleParams, interval_seconds: float | None = None
 ) -> RunnerDeployment:
-    """The experiment flow's deployment: runs the whole pipeline of `project_dir` on schedule."""
+    """The deployment of `schedule.flow` for the pipeline of `project_dir`, on schedule."""
     when: Schedule = (
         Interval(timedelta(seconds=interval_seconds))
         if interval_seconds is not None
         else Cron(schedule.cron, timezone=schedule.timezone)
     )
-    return experiment_flow.to_deployment(
+    chosen = regression_flow if schedule.flow == "regression" else experiment_flow
+    return chosen.to_deployment(
         name=schedule.deployment,
         schedules=[when],
         parameters={"project_dir": str(project_dir)},
-        description=f"The DVC pipeline of {project_dir}, on schedule.",
+        description=f"The {schedule.flow} flow of the DVC pipeline of {project_dir}, on schedule.",
         entrypoint_type=EntrypointType.MODULE_PATH,  # pipelines is installed; paths may differ
     )
 
@@ -112,6 +114,7 @@ def serve_main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     deployment = build_deployment(project, schedule, args.interval_seconds)
-    print(f"serving deployment 'experiment/{deployment.name}' for {project}: {when}", flush=True)
+    flow_name = "nightly" if schedule.flow == "regression" else "experiment"
+    print(f"serving deployment '{flow_name}/{deployment.name}' for {project}: {when}", flush=True)
     serve(deployment, print_starting_message=False)
     return 0

@@ -1,7 +1,9 @@
 """Real `dvc repro` and `dvc exp run` of the pipeline, end to end, in a throwaway git repo."""
 
 import json
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +168,66 @@ def test_experiments_are_compared_with_their_baseline(project):
         cwd=root, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert bad.returncode == 2 and "'no-such-run' is neither a DVC experiment" in bad.stderr
+
+
+def test_the_nightly_regression_check_judges_fresh_seeds_and_leaves_the_workspace(
+    project, prefect_api_url, monkeypatch
+):
+    """The scheduled flow: a dated experiment on fresh seeds, a verdict, the workspace as
+    it was. Tiny runs land anywhere in or out of the band, so the verdict is checked against
+    the numbers in the experiment's own files, not assumed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from pipelines import flows
+
+    root, env = project
+    run([sys.executable, "-m", "pipelines", "baseline"], root, env)  # after earlier tests
+    dvc_repro(project)
+    run(["git", "add", "-A"], root, env)
+    run(["git", "commit", "-qm", "baseline results", "--allow-empty"], root, env)
+    for key in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    baseline = yaml.safe_load((root / "params.yaml").read_text())
+
+    state = flows.regression_flow(str(root), return_state=True)
+
+    exps = run([sys.executable, "-m", "dvc", "exp", "list", "--name-only"], root, env).split()
+    (name,) = [e for e in exps if e.startswith("nightly-")]
+    assert re.fullmatch(r"nightly-\d{8}-\d{4}", name)
+    show = lambda path: run(["git", "show", f"{ref_of(root, env, name)}:{path}"], root, env)  # noqa: E731
+    seeds = yaml.safe_load(show("params.yaml"))["seeds"]
+    day = int(name.split("-")[1])
+    assert seeds == [day * 100 + k for k in range(len(baseline["seeds"]))]
+    nightly = statistics.fmean(
+        json.loads(show(f"metrics/seeds/{s}/eval.json"))["return_mean"] for s in seeds
+    )
+    band = [
+        json.loads((root / "metrics" / "seeds" / str(s) / "eval.json").read_text())["return_mean"]
+        for s in baseline["seeds"]
+    ]
+    inside = min(band) <= nightly <= max(band)
+    passed = inside or nightly > max(band)  # cartpole: no success, no stop target
+    assert state.is_completed() == passed
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tiny-nightly"]))
+        )
+    first = artifact.data.splitlines()[0]
+    assert first.startswith("PASS: " if passed else "REGRESSION: ") and name in first
+    assert f"evaluation return {nightly:,.1f} " in first
+    assert f"[{min(band):,.1f}, {max(band):,.1f}]" in first
+    assert str(root / "reports" / "compare.md") in artifact.data
+    # The workspace keeps the baseline: no tracked file changed, params.yaml included.
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], root, env) == ""
+    assert yaml.safe_load((root / "params.yaml").read_text()) == baseline
+
+
+def ref_of(root, env, name):
+    """The git commit of a DVC experiment, by name."""
+    out = run([sys.executable, "-m", "dvc", "exp", "list", "--all-commits"], root, env)
+    assert name in out
+    refs = run(["git", "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps"], root, env)
+    (sha,) = [line.split()[1] for line in refs.splitlines() if line.split()[0].endswith(f"/{name}")]
+    return sha

@@ -93,7 +93,7 @@ def make_project(root: Path, lr: float = 0.1) -> Path:
     params = {
         "name": "tiny",
         "algorithm": {"ppo": {"lr": lr}},
-        "schedule": {"deployment": root.name},
+        "schedule": {"deployment": root.name, "flow": "experiment"},
     }
     (root / "stage.py").write_text(STAGE_SCRIPT)
     (root / "dvc.yaml").write_text(DVC_YAML)
