@@ -40,6 +40,7 @@ from prefect.client.schemas.objects import State, TaskRun
 
 from pipelines.layout import Layout
 from pipelines.params import Params, load_params
+from pipelines.portable_markdown import portable
 from pipelines.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
 
 STAGES = ("train", "evaluate", "video", "report")
@@ -180,11 +181,13 @@ def publish_metrics(metrics: dict[str, dict[str, float]], key: str) -> None:
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
 def publish_report(project_dir: str, key: str, report: Path = REPORT) -> None:
-    """Publish a Markdown report (its images stay in the project, not in Prefect)."""
-    path = Path(project_dir) / report
+    """Publish a Markdown report; its images inlined and its links made absolute paths,
+    since Prefect's UI cannot follow paths relative to the report."""
+    path = (Path(project_dir) / report).resolve()
     if not path.is_file():
         raise RunOutputError(f"{path} is missing: the stage that writes it did not")
-    create_markdown_artifact(path.read_text(), key=key, description=f"{report} of this run")
+    text = portable(path.read_text(), path.parent)
+    create_markdown_artifact(text, key=key, description=f"{report} of this run")
 
 
 def artifact_key(*parts: str) -> str:

@@ -37,6 +37,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.logging.handlers import APILogHandler
 
 from pipelines import flows
+from pipelines.portable_markdown import portable
 
 T = TypeVar("T")
 DVC = [sys.executable, "-m", "dvc"]
@@ -281,7 +282,11 @@ def test_a_variant_becomes_a_dvc_experiment_with_its_overrides(
     assert "compared HEAD (" in capsys.readouterr().out
     page = (project / "reports" / "compare.md").read_text()
     assert "| lr-3e-4 |" in page and "algorithm.ppo.lr" in page
-    assert artifact("tiny-compare").data == page
+    # Prefect's UI cannot follow paths relative to the page: figures inlined, no local links.
+    published = artifact("tiny-compare").data
+    assert published == portable(page, project / "reports")
+    assert published.count("](data:image/png;base64,") == page.count("![")
+    assert "](compare/" not in published
 
 
 def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
