@@ -4,8 +4,9 @@
 (it is saved under `refs/exps` too, so nothing is lost by leaving it). This restores what
 HEAD holds: the git-tracked experiment files (`params.yaml`, `dvc.lock`, `metrics/`,
 `reports/`) as committed, untracked files under `metrics/` and `reports/` removed, and the
-DVC-cached outputs (checkpoints, the video) checked out to the versions `dvc.lock` names.
-Code and everything else is left alone.
+DVC-cached outputs (checkpoints, the video) checked out to the versions the committed
+`dvc.lock` files name (outputs missing from the cache, as in a fresh clone without a DVC
+remote, are skipped). Code and everything else is left alone.
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ def restore_baseline(root: Path = Path(".")) -> list[str]:
     if folders:
         _run(["git", "clean", "-fdq", "--", *folders], root)
         done.append(f"removed untracked files under {', '.join(folders)}")
-    if (root / "dvc.lock").is_file():
-        _run([sys.executable, "-m", "dvc", "checkout", "--force", "--quiet"], root)
-        done.append("checked out DVC outputs to the versions in dvc.lock")
+    # The pipelines that have run (a committed lock): a side pipeline never run (search,
+    # collect) has no versions to restore, and naming it would fail the checkout.
+    files = _run(["git", "ls-tree", "-r", "--name-only", "HEAD"], root).splitlines()
+    locks = [f for f in files if f == "dvc.lock" or f.endswith("/dvc.lock")]
+    pipelines = [str(Path(lock).with_name("dvc.yaml")) for lock in locks]
+    if pipelines:
+        checkout = ["checkout", "--force", "--quiet", "--allow-missing", *pipelines]
+        _run([sys.executable, "-m", "dvc", *checkout], root)
+        done.append(f"checked out DVC outputs to the versions in {', '.join(locks)}")
     return done
 
 

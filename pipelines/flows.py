@@ -208,7 +208,9 @@ def select_stages(stages: list[str] | None) -> list[str]:
 def exp_run_args(variant: str, overrides: list[str], stages: list[str]) -> list[str]:
     """`dvc exp run` arguments: the whole pipeline unless a subset of stages is asked for."""
     sets = [arg for override in overrides for arg in ("--set-param", override)]
-    targets = [] if stages == list(STAGES) else stages
+    # Naming the pipeline keeps DVC from checking out the side pipelines (search, collect)
+    # too, which warns about the outputs of those never run.
+    targets = ["dvc.yaml"] if stages == list(STAGES) else stages
     return ["exp", "run", "--name", variant, *sets, *targets]
 
 
@@ -296,7 +298,7 @@ def regression_flow(project_dir: str = ".") -> dict[str, Any]:
     now = datetime.now(UTC)
     name = nightly_name(now)
     seeds = fresh_seeds(len(params.seeds), now.date())
-    args = ["exp", "run", "--temp", "--name", name, "--set-param", f"seeds={json.dumps(seeds)}"]
+    args = ["exp", "run", "--temp", "--name", name, "-S", f"seeds={json.dumps(seeds)}", "dvc.yaml"]
     run_dvc(str(root), args, label=name)
     verdict = judge_nightly(str(root), name)
     key = artifact_key(params.name, "nightly")

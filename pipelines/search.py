@@ -393,7 +393,7 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
         header = (
             f"# Best trial {best.number} of study {search.study_name!r}: "
             f"{search.objective} {best.value:.4g}.\n# Merge into params.yaml, or run it with "
-            f"`dvc exp run {' '.join(_set_flags(best, params))}`.\n"
+            f"`dvc exp run dvc.yaml {' '.join(_set_flags(best, params))}`.\n"
         )
         write_text(out / "best_params.yaml", header + yaml.safe_dump(fragment, sort_keys=False))
         summary |= {"best_value": best.value, "best_trial": best.number}
@@ -486,7 +486,8 @@ def _summary_markdown(
             "compare it with the baseline:",
             "",
             "```bash",
-            f"dvc exp run -n best-trial-{best.number} {' '.join(_set_flags(best, params))}",
+            f"dvc exp run dvc.yaml -n best-trial-{best.number} "
+            + " ".join(_set_flags(best, params)),
             "python -m pipelines compare",
             "```",
             "",

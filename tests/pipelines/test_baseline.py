@@ -46,3 +46,36 @@ def test_baseline_restores_the_committed_experiment_after_an_exp_run(tmp_path, g
 def test_baseline_outside_a_git_repository_is_one_clear_error(tmp_path):
     with pytest.raises(BaselineError, match="git rev-parse --verify HEAD` failed"):
         restore_baseline(tmp_path)
+
+
+def test_baseline_restores_dvc_outputs_and_skips_pipelines_never_run(tmp_path, git_dvc_env):
+    """A fresh clone has side pipelines (search, collect) with no lock: they are no error."""
+    env = git_dvc_env
+    dvc = [sys.executable, "-m", "dvc"]
+    git(tmp_path, "init", "-q", env=env)
+    subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, env=env, check=True)
+    write = "from pathlib import Path; Path('{0}').write_text('{1}')"
+    (tmp_path / "dvc.yaml").write_text(
+        f'stages:\n  make:\n    cmd: python -c "{write.format("out.txt", "baseline")}"\n'
+        "    outs: [out.txt]\n"
+    )
+    (tmp_path / "side").mkdir()
+    (tmp_path / "side" / "dvc.yaml").write_text(
+        f'stages:\n  side:\n    cmd: python -c "{write.format("side.txt", "x")}"\n'
+        "    outs: [side.txt]\n"
+    )
+    subprocess.run([*dvc, "repro", "dvc.yaml"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    git(tmp_path, "add", "-A", env=env)
+    git(tmp_path, "commit", "-qm", "baseline", env=env)
+    (tmp_path / "out.txt").unlink()
+    (tmp_path / "out.txt").write_text("variant")  # what an experiment leaves behind
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        done = restore_baseline(tmp_path)
+
+    assert done[-1] == "checked out DVC outputs to the versions in dvc.lock"
+    assert (tmp_path / "out.txt").read_text() == "baseline"
+    assert not (tmp_path / "side" / "side.txt").exists()
