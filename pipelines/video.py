@@ -55,7 +55,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     cfg, vp = params.experiment(seed=layout.seed), params.video
     outputs = StagedOutputs([layout.video, layout.video_metrics])  # checked before recording
     # A bad env setting, or an algorithm that cannot drive the env, fails before anything.
-    env = make_env(cfg.env, num_envs=vp.episodes)
+    env = make_env(cfg.env, num_envs=vp.episodes, render_size=vp.frame_size)
     build_policy(cfg, env)
     checkpoint = require(layout.checkpoint(params.evaluation.checkpoint), "train")
     policy = load_trained_policy(cfg, checkpoint, env=env)

@@ -21,12 +21,20 @@ ENVS: dict[str, Callable[..., BatchedEnv]] = {
 }
 
 
-def make_env(cfg: EnvConfig, num_envs: int | None = None, *, grouped: bool = False) -> BatchedEnv:
+def make_env(
+    cfg: EnvConfig,
+    num_envs: int | None = None,
+    *,
+    grouped: bool = False,
+    render_size: int | None = None,
+) -> BatchedEnv:
     """Build the configured env (optionally with another instance count, e.g. for eval).
 
     `grouped`: the env will run grouped episodes (GRPO), which need every step to be a
     transition, so a Gymnasium env built with `sync`/`async` resets within the step unless
-    its `autoreset` option says otherwise.
+    its `autoreset` option says otherwise. `render_size`: frames will be asked for at this
+    size (the video stage), so a Gymnasium env that renders offscreen at a fixed size is
+    built at it rather than rendering large and shrinking every frame.
 
     Raises `ConfigError` naming the key for an unusable `env.device` or an option the env
     does not take, before anything is built.
@@ -41,7 +49,12 @@ def make_env(cfg: EnvConfig, num_envs: int | None = None, *, grouped: bool = Fal
         _check_options(cfg.name, GymnasiumEnv, options)
         if grouped and options.get("vectorization", "sync") in ("sync", "async"):
             options.setdefault("autoreset", "same-step")
-        return _built(cfg, lambda: GymnasiumEnv(env_id, count, device=cfg.device, **options))
+        return _built(
+            cfg,
+            lambda: GymnasiumEnv(
+                env_id, count, device=cfg.device, render_size=render_size, **options
+            ),
+        )
     if cfg.name.startswith(MUJOCO_PREFIX):
         from rlcore.envs.mujoco_batch import MujocoEnv
 
@@ -53,7 +66,7 @@ def make_env(cfg: EnvConfig, num_envs: int | None = None, *, grouped: bool = Fal
 
 
 # Constructor parameters that are not options: make_env passes them itself.
-_NOT_OPTIONS = {"self", "num_envs", "device", "env_id", "task", "vector_env"}
+_NOT_OPTIONS = {"self", "num_envs", "device", "env_id", "task", "vector_env", "render_size"}
 
 
 def _check_options(name: str, factory: Callable[..., BatchedEnv], options: dict) -> None:

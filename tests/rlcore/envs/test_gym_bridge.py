@@ -291,6 +291,41 @@ def test_gymnasium_mujoco_envs_render_offscreen_without_a_display(monkeypatch):
     assert frames.float().std() > 0  # something was drawn
 
 
+def test_video_frames_are_rendered_at_their_size_for_the_envs_asked_only(monkeypatch):
+    """The video stage passes its frame size: MuJoCo renders at it (not 480 px, shrunk),
+    without shadows or reflections (as the native envs), and only the live envs draw."""
+    mujoco = pytest.importorskip("mujoco")
+    if not (ctypes.util.find_library("EGL") or ctypes.util.find_library("OSMesa")):
+        pytest.skip("neither EGL nor OSMesa on this machine")
+    from rlcore.config import EnvConfig
+    from rlcore.envs import make_env
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    env = make_env(EnvConfig("gymnasium:Hopper-v5", num_envs=3), render_size=40)
+    env.reset(seed=0)
+    try:
+        every = env.render(size=40)
+        rendered = []
+        for instance in env.envs.envs:
+            original = instance.render
+            monkeypatch.setattr(instance, "render", lambda f=original: rendered.append(1) or f())
+        second = env.render(torch.tensor([1]), size=40)
+        renderers = [instance.unwrapped.mujoco_renderer for instance in env.envs.envs]
+    finally:
+        env.close()
+    assert every.shape == (3, 40, 40, 3) and every.float().std() > 0
+    assert torch.equal(second[0], every[1]) and len(rendered) == 1
+    assert all((r.width, r.height) == (40, 40) for r in renderers)
+    flags = renderers[0]._get_viewer("rgb_array").scn.flags
+    assert flags[mujoco.mjtRndFlag.mjRND_SHADOW] == 0
+    assert flags[mujoco.mjtRndFlag.mjRND_REFLECTION] == 0
+    # Envs whose constructor takes no width/height are built as before.
+    cartpole = make_env(EnvConfig("gymnasium:CartPole-v1", num_envs=2), render_size=40)
+    cartpole.reset(seed=0)
+    assert cartpole.render(size=40).shape == (2, 40, 40, 3)
+    cartpole.close()
+
+
 def test_a_users_env_is_named_gymnasiums_way_with_its_module(tmp_path, monkeypatch):
     """`gymnasium:<module>:<id>` imports the module (which registers the env), then makes it."""
     from rlcore.config import EnvConfig
