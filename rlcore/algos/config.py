@@ -86,7 +86,9 @@ class PPOConfig:
             )
 
 
-register_algorithm(AlgorithmSpec("ppo", PPOConfig, "rlcore.algos.ppo:PPO"))
+register_algorithm(
+    AlgorithmSpec("ppo", PPOConfig, "rlcore.algos.ppo:PPO", "rlcore.policies:actor_critic_policy")
+)
 
 
 EPISODE_MODES = ("restart_groups", "first_done")
@@ -154,4 +156,6 @@ class GRPOConfig:
             )
 
 
-register_algorithm(AlgorithmSpec("grpo", GRPOConfig, "rlcore.algos.grpo:GRPO"))
+register_algorithm(
+    AlgorithmSpec("grpo", GRPOConfig, "rlcore.algos.grpo:GRPO", "rlcore.policies:actor_policy")
+)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
-import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
@@ -34,9 +33,8 @@ from rlcore.algos.losses import (
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.collector import GroupEpisodes
-from rlcore.config import PolicyConfig
 from rlcore.distributed import Distributed
-from rlcore.policies import Actor
+from rlcore.policies import Actor, actor_policy
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -65,12 +63,7 @@ class GRPO:
     off_policy: ClassVar[bool] = False
     same_step_reset: ClassVar[bool] = True  # grouped episodes need a transition every step
 
-    @staticmethod
-    def make_policy(
-        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: GRPOConfig
-    ) -> Actor:
-        """An actor alone: GRPO is critic-free."""
-        return Actor(obs_dim, action_space, policy)
+    make_policy = staticmethod(actor_policy)
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> GRPO:

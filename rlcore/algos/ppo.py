@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
@@ -25,9 +24,8 @@ from rlcore.algos.losses import (
 )
 from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
-from rlcore.config import PolicyConfig
 from rlcore.distributed import Distributed
-from rlcore.policies import Actor, ActorCritic
+from rlcore.policies import ActorCritic, actor_critic_policy
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -65,12 +63,7 @@ class PPO:
     same_step_reset: ClassVar[bool] = False
     groups = None
 
-    @staticmethod
-    def make_policy(
-        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: PPOConfig
-    ) -> Actor:
-        """An actor-critic: PPO learns a value function for its advantages."""
-        return ActorCritic(obs_dim, action_space, policy)
+    make_policy = staticmethod(actor_critic_policy)
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> PPO:

@@ -39,23 +39,36 @@ class AlgorithmSpec:
     `config`: its frozen config dataclass, the `algorithm.<name>` section of params.yaml;
     it may define `check_experiment(experiment)` for rules that span sections (e.g. GRPO's
     group size must divide the number of envs). `factory`: `"module:attr"` of the
-    algorithm class (see `rlcore.algos.base.Algorithm` for what it provides).
+    algorithm class (see `rlcore.algos.base.Algorithm` for what it provides). `policy`
+    (optional): `"module:attr"` of its `make_policy` alone, so that evaluation and videos
+    build the trained policy without importing the training code; by default the class's.
     """
 
     name: str
     config: type
     factory: str
+    policy: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"algorithm names are identifiers, got {self.name!r}")
-        if ":" not in self.factory:
-            raise ValueError(f"factory must be 'module:attr', got {self.factory!r}")
+        for field, path in (("factory", self.factory), ("policy", self.policy or ":")):
+            if ":" not in path:
+                raise ValueError(f"{field} must be 'module:attr', got {path!r}")
 
     def load(self) -> Any:
         """Import and return the algorithm class (this imports torch)."""
-        module, _, attr = self.factory.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return _attribute(self.factory)
+
+    def load_policy_factory(self) -> Any:
+        """`make_policy(obs_dim, action_space, policy_cfg, algo_cfg)` of the algorithm,
+        from `policy` when given (lighter), else from the algorithm class."""
+        return _attribute(self.policy) if self.policy else self.load().make_policy
+
+
+def _attribute(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def register_algorithm(spec: AlgorithmSpec) -> AlgorithmSpec:

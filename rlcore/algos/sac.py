@@ -14,17 +14,14 @@ import itertools
 import math
 from typing import Any, ClassVar
 
-import gymnasium.spaces as spaces
-import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import nn
 
 from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.sac_config import SACConfig
-from rlcore.config import PolicyConfig
 from rlcore.errors import ConfigError
-from rlcore.policies import ACTIVATIONS, SquashedGaussianActor
+from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
 
@@ -82,22 +79,7 @@ class SAC:
         "stats/entropy",
     )
 
-    @staticmethod
-    def make_policy(
-        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: SACConfig
-    ) -> SquashedGaussianActor:
-        """The squashed Gaussian actor; SAC needs a bounded 1-D Box action space."""
-        if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
-            raise ConfigError(
-                f"algorithm.name 'sac' needs a continuous (1-D Box) action space; this env's "
-                f"is {action_space}: use ppo or grpo for it"
-            )
-        if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-            raise ConfigError(
-                f"algorithm.name 'sac' squashes actions into the Box's bounds, and this env's "
-                f"are not finite ({action_space})"
-            )
-        return SquashedGaussianActor(obs_dim, action_space, policy)
+    make_policy = staticmethod(squashed_gaussian_policy)
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> SAC:

@@ -65,4 +65,8 @@ class SACConfig:
         )
 
 
-register_algorithm(AlgorithmSpec("sac", SACConfig, "rlcore.algos.sac:SAC"))
+register_algorithm(
+    AlgorithmSpec(
+        "sac", SACConfig, "rlcore.algos.sac:SAC", "rlcore.policies:squashed_gaussian_policy"
+    )
+)

@@ -29,6 +29,30 @@ def test_builtins_are_registered_without_importing_torch():
     assert out.stdout.strip() == "['grpo', 'ppo', 'sac'] False"
 
 
+def test_trained_policies_are_built_without_the_training_code():
+    """Evaluation and videos build each builtin's policy from its light factory: the same
+    class the algorithm trains, without tensordict (and torch._dynamo, ~1.5 s per stage)."""
+    code = (
+        "import sys\n"
+        "from rlcore.algos.registry import algorithm_spec, default_config\n"
+        "from rlcore.config import EnvConfig, ExperimentConfig\n"
+        "from rlcore.envs import make_env\n"
+        "from rlcore.trained import build_policy\n"
+        "for name in ('ppo', 'grpo', 'sac'):\n"
+        "    cfg = ExperimentConfig(EnvConfig('pendulum', num_envs=4), algorithm=name,\n"
+        "                           algo=default_config(name))\n"
+        "    print(name, type(build_policy(cfg, make_env(cfg.env))).__name__)\n"
+        "print('tensordict' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:4] == [
+        "ppo ActorCritic", "grpo Actor", "sac SquashedGaussianActor", "False"
+    ]  # fmt: skip
+    for name in ("ppo", "grpo", "sac"):  # the trainer's factory is the same function
+        spec = algorithm_spec(name)
+        assert spec.load().make_policy is spec.load_policy_factory()
+
+
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(UnknownAlgorithmError, match=r"choose one of \['grpo', 'ppo', 'sac'"):
         algorithm_spec("a2c")
