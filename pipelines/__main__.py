@@ -107,11 +107,11 @@ def _stage_errors() -> tuple[type[Exception], ...]:
     from pipelines.files import OutputError
     from pipelines.launch import LaunchError
     from pipelines.report import SeedResultsError
-    from rlcore.distributed import DistributedError
-    from rlcore.errors import (
+    from rlcore.errors import (  # torch-free: the report stage never imports torch
         CheckpointError,
         CompileUnavailableError,
         ConfigError,
+        DistributedError,
         MissingExtraError,
         NonFiniteError,
     )

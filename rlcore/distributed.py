@@ -23,16 +23,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rlcore.errors import DistributedError
+
 RANK_SEED_STRIDE = 2**31 - 1
 """Rank r of a run with seed s uses s + r * stride: its own streams, which never coincide
 with another (small) seed's rank 0 (with s + r, seed 0's rank 1 would replay seed 1's run).
 Odd and below 2**32, since torch's CPU generator keeps only a seed's low 32 bits."""
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-class DistributedError(RuntimeError):
-    """The ranks of a data-parallel run disagree, or the launch is inconsistent."""
 
 
 def launched_by_torchrun() -> bool:

@@ -19,6 +19,10 @@ class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
+class DistributedError(RuntimeError):
+    """The ranks of a data-parallel run disagree, or the launch is inconsistent."""
+
+
 class ConfigError(ValueError):
     """A configuration that validates on its own but does not fit the env or the run
     (e.g. SAC on a discrete action space); raised before any training step."""
