@@ -5,10 +5,10 @@ Run from the repository root:
     .venv/bin/python -m benchmarks.distributed --seeds 0 1 2 --processes 1 2
 
 For every seed, runs the default experiment (params.yaml: PPO, 64 envs x 64 steps per
-iteration; on the builtin PushCube since 2026-11-23, CartPole before) once per process count K, one after the other, each launched with
-`torchrun --standalone --nproc_per_node=K`: every rank runs 64 / K envs, so all runs collect
-and learn from the same 4,096 env steps per iteration and the same minibatch sizes; only the
-work is split. Reports, per K:
+iteration; on the builtin PushCube since 2026-11-23, CartPole before) once per process
+count K, one after the other, each launched with `torchrun --standalone --nproc_per_node=K`:
+every rank runs 64 / K envs, so all runs collect and learn from the same 4,096 env steps
+per iteration and the same minibatch sizes; only the work is split. Reports, per K:
 
 - training steps per second (median over iterations of one iteration's env steps, summed
   over ranks, over its collect + update time; evaluation excluded), the collect and update
