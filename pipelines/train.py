@@ -208,7 +208,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         remove_stale_temporaries(layout.resume_checkpoint)
     best = BestPolicy(trainer)
     resumed = _resume(trainer, curve, best, layout)
-    telemetry = _telemetry(params, layout, trainer.env_steps if resumed else None) if main else None
+    resumed_at = trainer.steps_done if resumed else None
+    telemetry = _telemetry(params, layout, resumed_at) if main else None
     trainer.sink = fan_out(curve, best, *([telemetry] if telemetry is not None else []))
     if main:
         processes = trainer.dist.world_size
@@ -220,7 +221,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             flush=True,
         )
         curve.progress = Progress(
-            "train", curve.total_env_steps, "steps", initial=trainer.env_steps
+            "train", curve.total_env_steps, "steps", initial=trainer.steps_done
         )
         if params.runtime.compile:
             print("[train] runtime.compile: the first update compiles the loss", flush=True)
@@ -233,7 +234,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         reached = run_training(trainer, cfg.trainer.checkpoint_every_iters or None, save_progress)
     finally:
         if telemetry is not None:
-            telemetry.close(trainer.env_steps)
+            telemetry.close(trainer.steps_done)
         if curve.progress is not None:
             curve.progress.close()
     wall_s = curve.wall_s
@@ -256,7 +257,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         with outputs:
             trainer.save(outputs.path(layout.final_checkpoint))
             if best.state is None:  # no evaluation in this process (resumed at the end)
-                best(trainer.env_steps, {"eval/episode_return": metrics["eval_return"]})
+                best(trainer.steps_done, {"eval/episode_return": metrics["eval_return"]})
             assert best.state is not None
             save_checkpoint(outputs.path(layout.best_checkpoint), best.state)
             outputs.write_csv(layout.curve, CURVE_COLUMNS, curve.rows)

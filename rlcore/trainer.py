@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MetricsSink = Callable[[int, dict[str, float]], None]
-"""Receives `(total_env_steps, metrics)` after every iteration and evaluation (rank 0 only)."""
+"""Receives `(steps_done, metrics)` after every iteration and evaluation (rank 0 only): env
+steps collected so far (offline only: their worth in gradient steps; see `Trainer.steps_done`)."""
 
 _RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint
 
@@ -150,6 +151,13 @@ class Trainer:
             return 0
         return self.iteration * self.steps_per_iter
 
+    @property
+    def steps_done(self) -> int:
+        """Progress in the units of `trainer.total_env_steps`: the env steps collected, or,
+        training offline only, the env steps whose gradient steps were taken. The x axis of
+        the metrics sink, so an offline run's curve moves along like an online one's."""
+        return self.iteration * self.steps_per_iter
+
     def run(self, max_iters: int | None = None, checkpoint_path: Path | None = None) -> TrainResult:
         """Train until the budget, a stop target, or `max_iters` more iterations."""
         tc, start = self.cfg.trainer, time.perf_counter()
@@ -203,7 +211,7 @@ class Trainer:
             "train/iteration": float(self.iteration),
         }
         if self.dist.is_main:
-            self.sink(self.env_steps, metrics)
+            self.sink(self.steps_done, metrics)
 
     def _check_finite(self) -> None:
         tv = transition_view(self.rollout)
@@ -222,7 +230,7 @@ class Trainer:
             assert self.eval_env is not None
             self.last_eval = evaluate(self.policy, self.eval_env, seed=tc.seed + 10_000)
             self.last_eval["time/eval_s"] = time.perf_counter() - start
-            self.sink(self.env_steps, self.last_eval)
+            self.sink(self.steps_done, self.last_eval)
             log.info("iter %d, %d env steps: %s", self.iteration, self.env_steps, self.last_eval)
             hit_return = tc.stop_at_eval_return is not None and (
                 self.last_eval["eval/episode_return"] >= tc.stop_at_eval_return

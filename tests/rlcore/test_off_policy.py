@@ -96,10 +96,17 @@ def random_dataset(tmp_path, env_name="pendulum", steps=512):
 
 def test_offline_only_training_takes_no_env_steps(tmp_path):
     path = random_dataset(tmp_path)
-    trainer = Trainer(small_sac(offline=OfflineConfig(path, fraction=1.0)))
+    logged = []
+    trainer = Trainer(
+        small_sac(offline=OfflineConfig(path, fraction=1.0)),
+        sink=lambda steps, metrics: logged.append(steps),
+    )
     before = state(trainer)
     result = trainer.run()
     assert result.env_steps == 0 and trainer.replay.env_steps == 0
+    # The metrics' x axis still advances: 32 env steps' worth of updates per iteration.
+    per_iteration = sorted(set(logged))
+    assert per_iteration == [32 * k for k in range(1, 11)]
     assert len(trainer.replay.buffer) == 0  # nothing online was stored
     assert trainer.replay.updates == 10 * 16  # 0.5 x 32 per iteration, no warm-up
     assert not torch.equal(before, state(trainer))
