@@ -4,7 +4,8 @@ Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run p
 `seeds`), video, report; collect (data/dvc.yaml: an offline dataset for `replay.offline`);
 and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
 `compare [RUN ...]`: a report across experiments and revisions; `baseline`: back to the
-committed experiment after `dvc exp run`. `import-config FILE.json`:
+committed experiment after `dvc exp run`; `params [--show]`: check params.yaml and show the
+resolved experiment. `import-config FILE.json`:
 an EmbodiChain training config as params.yaml.
 Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
@@ -230,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.baseline import baseline_main
 
         return baseline_main(argv[1:])
+    if argv and argv[0] == "params":
+        from pipelines.params_cli import params_main
+
+        return params_main(argv[1:])
     if argv and argv[0] in STAGES:
         return _stage_main(argv[0], argv[1:])
     parser = argparse.ArgumentParser(
@@ -239,7 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "command",
-        choices=[*STAGES, "search", "compare", "baseline", "import-config", "flow", "serve"],
+        choices=[
+            *STAGES,
+            "search",
+            "compare",
+            "baseline",
+            "params",
+            "import-config",
+            "flow",
+            "serve",
+        ],
     )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument(

@@ -1,0 +1,84 @@
+"""`python -m pipelines params [--show]`: check params.yaml, and show what a run will use.
+
+Checks the file exactly as every stage does (one line per problem, exit code 2) and says
+in one line what it trains. `--show` prints the resolved experiment as YAML: every section
+with the defaults of the keys the file leaves out filled in, and of the `algorithm`
+section only the chosen algorithm's settings (the others' sections are not used).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.params import Params, ParamsError, load_params
+
+
+def resolved(params: Params) -> dict[str, Any]:
+    """The experiment as the stages read it, as plain data (what `--show` prints)."""
+    data = params.model_dump(mode="json")
+    del data["trainer"]["seed"]  # the seeds are the top-level `seeds`
+    algorithm = params.algorithm
+    section = algorithm.section
+    data["algorithm"] = {"name": algorithm.name, section: _plain(algorithm.config)}
+    return data
+
+
+def _plain(config: Any) -> Any:
+    """A config dataclass as YAML-able data (tuples as lists)."""
+    from dataclasses import asdict
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return clean(asdict(config))
+
+
+def summary(params: Params) -> str:
+    """What the file trains, in one line."""
+    trainer = params.trainer
+    stops = [
+        f"{name} >= {value:g}"
+        for name, value in (
+            ("return", trainer.stop_at_eval_return),
+            ("success", trainer.stop_at_eval_success),
+        )
+        if value is not None
+    ]
+    stop = f", stopping at evaluation {' or '.join(stops)}" if stops else ""
+    return (
+        f"{params.name}: {params.algorithm.name} on {params.env.name} ({params.env.num_envs} "
+        f"envs, {params.env.device}), up to {trainer.total_env_steps:,d} env steps per seed"
+        f"{stop}, seeds {params.seeds}"
+    )
+
+
+def params_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines params",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--show", action="store_true", help="print the resolved experiment as YAML")
+    args = parser.parse_args(argv)
+    try:
+        params = load_params(args.params)
+    except ParamsError as exc:
+        for line in exc.lines:
+            print(f"error: {exc.path}: {line}", file=sys.stderr)
+        return 2
+    if args.show:
+        print(f"# {args.params}, resolved: {summary(params)}")
+        print(yaml.safe_dump(resolved(params), sort_keys=False), end="")
+    else:
+        print(f"{args.params}: valid. {summary(params)}")
+    return 0

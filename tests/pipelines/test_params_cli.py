@@ -1,0 +1,42 @@
+"""`python -m pipelines params [--show]`: the file checked, and the experiment it resolves to."""
+
+from pathlib import Path
+
+import yaml
+
+from pipelines.__main__ import main
+from pipelines.params import load_params
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_show_prints_a_resolved_experiment_that_reads_back_the_same(tmp_path, capsys):
+    sparse = tmp_path / "params.yaml"
+    sparse.write_text("name: pend\nenv: {name: pendulum, num_envs: 8}\nalgorithm: {name: sac}\n")
+    assert main(["params", "--params", str(sparse)]) == 0
+    assert capsys.readouterr().out.startswith(f"{sparse}: valid. pend: sac on pendulum (8 envs")
+
+    assert main(["params", "--params", str(sparse), "--show"]) == 0
+    shown = capsys.readouterr().out
+    data = yaml.safe_load(shown)
+    assert shown.startswith(f"# {sparse}, resolved: pend: sac on pendulum")
+    assert list(data["algorithm"]) == ["name", "sac"]  # only the chosen algorithm's section
+    assert data["algorithm"]["sac"]["tau"] == 0.005 and data["replay"]["batch_size"] == 256
+    resolved = tmp_path / "resolved.yaml"
+    resolved.write_text(shown)
+    assert load_params(resolved).experiment() == load_params(sparse).experiment()
+
+
+def test_the_projects_params_resolve_to_themselves(tmp_path, capsys):
+    assert main(["params", "--params", str(REPO / "params.yaml"), "--show"]) == 0
+    (tmp_path / "resolved.yaml").write_text(capsys.readouterr().out)
+    resolved, committed = load_params(tmp_path / "resolved.yaml"), load_params(REPO / "params.yaml")
+    assert resolved.experiment() == committed.experiment() and resolved.search == committed.search
+
+
+def test_a_bad_file_is_one_line_and_exit_code_2(tmp_path, capsys):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("env: {num_envs: 0}\n")
+    assert main(["params", "--params", str(bad), "--show"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}: env") and len(err.strip().splitlines()) == 1
