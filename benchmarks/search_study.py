@@ -37,12 +37,10 @@ TARGET_PRUNED = 0.3
 
 def stop_target(params: Params) -> str:
     """The experiment's stop target, in words; the re-runs must reach it."""
-    trainer = params.experiment().trainer
-    if trainer.stop_at_eval_success is not None:
-        return f"success >= {trainer.stop_at_eval_success:g}"
-    if trainer.stop_at_eval_return is not None:
-        return f"return >= {trainer.stop_at_eval_return:g}"
-    raise SystemExit("the params set no stop target (trainer.stop_at_eval_success or _return)")
+    targets = params.experiment().trainer.stop_targets()
+    if not targets:
+        raise SystemExit("the params set no stop target (trainer.stop_at_eval_success or _return)")
+    return targets
 
 
 def rerun(params: Params) -> dict[str, Any]:

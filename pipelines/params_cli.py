@@ -45,15 +45,8 @@ def _plain(config: Any) -> Any:
 def summary(params: Params) -> str:
     """What the file trains, in one line."""
     trainer = params.trainer
-    stops = [
-        f"{name} >= {value:g}"
-        for name, value in (
-            ("return", trainer.stop_at_eval_return),
-            ("success", trainer.stop_at_eval_success),
-        )
-        if value is not None
-    ]
-    stop = f", stopping at evaluation {' or '.join(stops)}" if stops else ""
+    targets = trainer.stop_targets()
+    stop = f", stopping at {targets}" if targets else ""
     return (
         f"{params.name}: {params.algorithm.name} on {params.env.name} ({params.env.num_envs} "
         f"envs, {params.env.device}), up to {trainer.total_env_steps:,d} env steps per seed"

@@ -120,15 +120,8 @@ def _budget(params: Params) -> str:
         if budget != trainer.total_env_steps
         else ""
     )
-    targets = [
-        f"evaluation {name} >= {value:g}"
-        for name, value in (
-            ("return", trainer.stop_at_eval_return),
-            ("success", trainer.stop_at_eval_success),
-        )
-        if value is not None
-    ]
-    stop = f", stopping early at {' or '.join(targets)}" if targets else ""
+    targets = trainer.stop_targets()
+    stop = f", stopping early at {targets}" if targets else ""
     return f"{budget:,} env steps budget ({iterations:,} iterations{rounded}){stop}"
 
 

@@ -123,6 +123,17 @@ class TrainerConfig:
                     f"trainer.{name} must be >= 0 (0 disables), got {getattr(self, name)}"
                 )
 
+    def stop_targets(self) -> str:
+        """The early-stop targets in words ("evaluation success >= 0.9"), or ""."""
+        return " or ".join(
+            f"evaluation {name} >= {value:g}"
+            for name, value in (
+                ("return", self.stop_at_eval_return),
+                ("success", self.stop_at_eval_success),
+            )
+            if value is not None
+        )
+
 
 @dataclass(frozen=True)
 class OfflineConfig:
