@@ -97,10 +97,21 @@ def _dvc_env() -> dict[str, str]:
     return {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
 
 
+# DVC warnings that a nightly `dvc exp run --temp` on fresh seeds always prints and that
+# need no action: the new seeds' outputs have no versions yet to check out, and DVC's own
+# .gitignore files beside them stay out of the experiment commit.
+EXPECTED_DVC_WARNINGS = (
+    "WARNING: No file hash info found for",
+    "WARNING: The following untracked files were present in the experiment directory",
+)
+
+
 def _level(line: str) -> int:
     """Keep DVC's own error and warning lines visible as such in the run log."""
     if line.startswith("ERROR:"):
         return logging.ERROR
+    if line.startswith(EXPECTED_DVC_WARNINGS):
+        return logging.INFO
     return logging.WARNING if line.startswith("WARNING:") else logging.INFO
 
 
