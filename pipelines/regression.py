@@ -159,8 +159,11 @@ def judge(baseline: Run, nightly: Run) -> Verdict:
     problems = [f"{run.label}: {p}" for run in (baseline, nightly) for p in run.problems]
     for run in (baseline, nightly):
         problems += [f"{run.label}: seed {s.seed}: {p}" for s in run.seeds for p in s.problems]
+    base = baseline.label
+    if baseline.source.kind == "commit" and baseline.source.rev and "(" not in base:
+        base = f"{base} ({baseline.source.rev[:7]})"  # HEAD -> HEAD (bcdfee8)
     if problems:
-        return Verdict(nightly.label, baseline.label, (), tuple(problems))
+        return Verdict(nightly.label, base, (), tuple(problems))
     checks = []
     for metric, higher_is_better in judged_metrics(baseline):
         values = [
@@ -171,7 +174,7 @@ def judge(baseline: Run, nightly: Run) -> Verdict:
             problems.append(f"{metric.label}: fewer than 2 seeds with it in one of the runs")
             continue
         checks.append(Check(metric, values[0], values[1], higher_is_better))
-    return Verdict(nightly.label, baseline.label, tuple(checks), tuple(problems))
+    return Verdict(nightly.label, base, tuple(checks), tuple(problems))
 
 
 def verdict_markdown(verdict: Verdict, compare_page: str) -> str:

@@ -103,6 +103,13 @@ def test_without_success_the_return_is_judged_and_better_is_no_regression():
     assert judge(cartpole, failing).checks[0].status == "regression"
 
 
+def test_a_baseline_named_by_revision_is_shown_with_its_commit():
+    head = Run(RunSource("HEAD", "bcdfee8" + "0" * 33, "commit"), params=STOPPING,
+               seeds=BASELINE.seeds)  # fmt: skip
+    nightly = run("nightly", [seed(10, 0.90), seed(11, 0.94)])
+    assert judge(head, nightly).headline().startswith("PASS: nightly vs HEAD (bcdfee8), ")
+
+
 def test_missing_results_and_single_seeds_are_not_judged():
     broken = run("nightly", [SeedRun(10, problems=["metrics/seeds/10/eval.json is missing"])])
     verdict = judge(BASELINE, broken)
