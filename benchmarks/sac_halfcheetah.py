@@ -14,7 +14,9 @@ on HalfCheetah-v5, each for `--steps` env steps, then 10 deterministic evaluatio
 (ours on the trainer's evaluation env, SB3's with `evaluate_policy`). Prints the return and
 the wall time (evaluation excluded) and the ratio of wall times to SB3's (target <= 0.5 with
 a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.precision`
-(bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32).
+(bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32);
+`--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 4 x 4; SB3
+steps 1 env and updates after every step).
 """
 
 from __future__ import annotations
@@ -89,18 +91,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--impls", nargs="+", default=["native", "gym", "sb3"])
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default=None)
+    parser.add_argument("--num-envs", type=int, default=None, help="ours: env.num_envs")
+    parser.add_argument("--num-steps", type=int, default=None, help="ours: trainer.num_steps")
     args = parser.parse_args(argv)
     meta = setup(
         args,
         f"SAC HalfCheetah: return and wall time at {args.steps:,d} env steps",
         method=f"one run per implementation and seed (seeds {args.seeds}), taking turns; "
-        f"means and medians over seeds (--reps unused); precision {args.precision or 'preset'}",
+        f"means and medians over seeds (--reps unused); precision {args.precision or 'preset'}; "
+        f"num_envs x num_steps {args.num_envs or 'preset'} x {args.num_steps or 'preset'}",
     )
     presets = {"native": SAC_PRESETS["mujoco_halfcheetah"], "gym": SAC_PRESETS["gym_halfcheetah"]}
     if args.precision is not None:
         presets = {
             impl: dataclasses.replace(
                 cfg, algo=dataclasses.replace(cfg.algo, precision=args.precision)
+            )
+            for impl, cfg in presets.items()
+        }
+    if args.num_envs is not None or args.num_steps is not None:
+        presets = {
+            impl: dataclasses.replace(
+                cfg,
+                env=dataclasses.replace(cfg.env, num_envs=args.num_envs or cfg.env.num_envs),
+                trainer=dataclasses.replace(
+                    cfg.trainer, num_steps=args.num_steps or cfg.trainer.num_steps
+                ),
             )
             for impl, cfg in presets.items()
         }
