@@ -127,12 +127,13 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
         replay=ReplayConfig(capacity=300_000, batch_size=256, warmup_steps=5_000),
     ),
     # Native MuJoCo HalfCheetah: RL Zoo's HalfCheetah settings (256x256, lr 3e-4, batch 256,
-    # 10k random warm-up steps, one gradient step per env step) on 4 envs x 4 steps.
+    # 10k random warm-up steps) and its scheme, one env and a gradient step after every env
+    # step: at 300k steps 7,773 (3 seeds) where 4 envs x 4 steps reached 7,288, and faster.
     "mujoco_halfcheetah": ExperimentConfig(
-        env=EnvConfig("mujoco:HalfCheetah", num_envs=4, options={"nthread": 1}),
+        env=EnvConfig("mujoco:HalfCheetah", num_envs=1, options={"nthread": 1}),
         policy=PolicyConfig(hidden_sizes=(256, 256), activation="relu"),
         trainer=TrainerConfig(
-            total_env_steps=1_000_000, num_steps=4, eval_every_iters=1_250, eval_episodes=8
+            total_env_steps=1_000_000, num_steps=1, eval_every_iters=20_000, eval_episodes=8
         ),
         algorithm="sac",
         algo=SACConfig(lr=3e-4),
@@ -141,7 +142,7 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
 }  # fmt: skip
 # The same HalfCheetah experiment on Gymnasium's HalfCheetah-v5 through the bridge.
 SAC_PRESETS["gym_halfcheetah"] = dataclasses.replace(
-    SAC_PRESETS["mujoco_halfcheetah"], env=EnvConfig("gymnasium:HalfCheetah-v5", num_envs=4)
+    SAC_PRESETS["mujoco_halfcheetah"], env=EnvConfig("gymnasium:HalfCheetah-v5", num_envs=1)
 )
 
 
