@@ -15,8 +15,8 @@ on HalfCheetah-v5, each for `--steps` env steps, then 10 deterministic evaluatio
 the wall time (evaluation excluded) and the ratio of wall times to SB3's (target <= 0.5 with
 a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.precision`
 (bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32);
-`--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 4 x 4; SB3
-steps 1 env and updates after every step).
+`--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 1 x 1, SB3's
+scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md).
 """
 
 from __future__ import annotations
