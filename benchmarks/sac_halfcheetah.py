@@ -16,7 +16,8 @@ the wall time (evaluation excluded) and the ratio of wall times to SB3's (target
 a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.precision`
 (bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32);
 `--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 1 x 1, SB3's
-scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md).
+scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md). `--curve-every N`
+also evaluates ours every N env steps and prints each point as it comes (for 1M-step runs).
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ from rlcore.trainer import Trainer
 EVAL_EPISODES = 10
 
 
-def run_ours(impl: str, base: ExperimentConfig, seed: int, steps: int) -> dict[str, Any]:
+def run_ours(
+    impl: str, base: ExperimentConfig, seed: int, steps: int, curve_every: int = 0
+) -> dict[str, Any]:
+    """Train one seed; with `curve_every` > 0 also evaluate every that many env steps and
+    print each point as it comes (so a long run shows its curve before it ends)."""
+    per_iter = base.env.num_envs * base.trainer.num_steps
     tc = dataclasses.replace(
-        base.trainer, seed=seed, total_env_steps=steps, eval_every_iters=0,
+        base.trainer, seed=seed, total_env_steps=steps,
+        eval_every_iters=max(1, curve_every // per_iter) if curve_every > 0 else 0,
         eval_episodes=EVAL_EPISODES,
     )  # fmt: skip
     cfg = dataclasses.replace(base, trainer=tc)
@@ -44,6 +51,11 @@ def run_ours(impl: str, base: ExperimentConfig, seed: int, steps: int) -> dict[s
 
     def sink(step: int, metrics: dict[str, float]) -> None:
         eval_s[0] += metrics.get("time/eval_s", 0.0)
+        if curve_every > 0 and "eval/episode_return" in metrics:
+            wall = time.perf_counter() - start - eval_s[0]
+            ret = metrics["eval/episode_return"]
+            print(f"  {impl} seed {seed}: {step:,d} env steps, eval return {ret:.1f}, "
+                  f"wall-eval {wall:.1f} s", flush=True)  # fmt: skip
 
     start = time.perf_counter()
     trainer = Trainer(cfg, sink=sink)
@@ -93,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default=None)
     parser.add_argument("--num-envs", type=int, default=None, help="ours: env.num_envs")
     parser.add_argument("--num-steps", type=int, default=None, help="ours: trainer.num_steps")
+    parser.add_argument(
+        "--curve-every", type=int, default=0,
+        help="ours: also evaluate every this many env steps and print the curve as it goes",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     meta = setup(
         args,
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             if impl == "sb3":
                 result = run_sb3(seed, args.steps)
             else:
-                result = run_ours(impl, presets[impl], seed, args.steps)
+                result = run_ours(impl, presets[impl], seed, args.steps, args.curve_every)
             runs[impl].append(result)
             print_table([result], COLUMNS)
     summary = []
