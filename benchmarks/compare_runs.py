@@ -87,7 +87,7 @@ def build_project(root: Path, experiments: int, seeds: int, env: dict[str, str])
         lr = 1e-4 * (k + 1)
         print(f"... dvc exp run {k + 1}/{experiments} (setup)", flush=True)
         run(
-            [*dvc, "exp", "run", "-q", "-n", f"exp-{k}", "-S", f"algorithm.ppo.lr={lr:g}"],
+            [*dvc, "exp", "run", "-q", "-n", f"exp-{k}", "-S", f"++algorithm.ppo.lr={lr:g}"],
             root,
             env,
         )

@@ -428,8 +428,8 @@ def render(imported: Imported, source: Path) -> str:
     """The params.yaml text: a header (source, imported, not imported), then every section."""
     lines = [
         f"# Imported from {source} (an EmbodiChain training config) by",
-        "# `python -m pipelines import-config`; every value not listed below is this",
-        "# project's default. Validated by pipelines/params.py.",
+        "# `python -m pipelines import-config`; every value not listed below is what",
+        "# `preset: auto` gives this env and algorithm. Validated by pipelines/params.py.",
         "#",
         "# Imported (ours <- theirs):",
         *(f"#   {line}" for line in imported.imported),

@@ -39,8 +39,11 @@ from rlcore.config import (
     ReplayConfig,
     TrainerConfig,
 )
+from rlcore.presets import AUTO, PresetChoice, choose_preset
 
 DEFAULT_PATH = Path("params.yaml")
+# The sections a preset fills (the experiment itself; the stages' own sections have no preset).
+PRESET_SECTIONS = ("env", "policy", "algorithm", "trainer", "replay")
 
 
 class ParamsError(ValueError):
@@ -111,6 +114,9 @@ def _parse_algorithm(data: Any) -> tuple[AlgorithmParams | None, list[str]]:
         return None, describe_errors(exc, prefix=["algorithm"])
 
 
+LOG_EVERY_ENV_STEPS = 1_000  # `log_every_iters: auto` logs about this often
+
+
 class RuntimeParams(_Section):
     threads: int = Field(
         1, ge=1, description="torch CPU threads per process (1 is fastest for small MLPs)"
@@ -131,14 +137,31 @@ class RuntimeParams(_Section):
         description="write every iteration's metrics with DVCLive to metrics/seeds/<S>/live "
         "(`dvc plots show`, `dvc exp show`, DVC's live view)",
     )
-    log_every_iters: int = Field(
-        1, ge=1, description="log the mean of each training metric over this many iterations"
+    log_every_iters: int | Literal["auto"] = Field(
+        "auto",
+        description="log the mean of each training metric over this many iterations; auto: "
+        f"the fewest that span {LOG_EVERY_ENV_STEPS:,d} env steps (1 for PPO's long "
+        "rollouts, 1,000 for a 1-env SAC iteration of one step)",
     )
     compile: bool = Field(
         False,
         description="run the PPO/GRPO loss through torch.compile (needs a C++ compiler on "
         "CPU, Triton on CUDA): ~25% faster updates on MuJoCo-sized runs, 1-17 s to compile",
     )
+
+    @field_validator("log_every_iters")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"must be >= 1 or auto, got {value}")
+        return value
+
+    def log_every(self, env_steps_per_iter: int) -> int:
+        """Iterations per logged point: `log_every_iters`, or for auto the fewest that span
+        `LOG_EVERY_ENV_STEPS` env steps."""
+        if self.log_every_iters != "auto":
+            return int(self.log_every_iters)
+        return max(1, math.ceil(LOG_EVERY_ENV_STEPS / env_steps_per_iter))
 
 
 class EvaluationParams(_Section):
@@ -227,6 +250,22 @@ class SearchDimension(_Section):
             raise ValueError("int ranges need integer `low` and `high`")
         return self
 
+    def contains(self, value: Any) -> bool:
+        """Whether Optuna could draw `value` from this dimension (for enqueued trials)."""
+        if self.type == "categorical":
+            return value in (self.choices or [])
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.type == "int" and not float(value).is_integer():
+            return False
+        assert self.low is not None and self.high is not None
+        return self.low <= value <= self.high
+
+    def describe(self) -> str:
+        if self.type == "categorical":
+            return f"choices {self.choices}"
+        return f"{self.type} range [{self.low:g}, {self.high:g}]"
+
     def extremes(self) -> list[Any]:
         """The values validated before any trial: both ends of a range, or every choice."""
         if self.type == "categorical":
@@ -245,6 +284,19 @@ class SearchParams(_Section):
     space: dict[str, SearchDimension] = Field(default_factory=dict)
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="applied to every trial before the sampled values"
+    )
+    eval_every_env_steps: int | None = Field(
+        None,
+        ge=1,
+        description="evaluate each trial every this many env steps (its eval_every_iters "
+        "set to match) and report to the pruner by env steps, so trials whose iterations "
+        "differ in size (a searched num_envs or num_steps) are compared at the same steps; "
+        "null: trainer.eval_every_iters, reported by evaluation index",
+    )
+    enqueue: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="trials that run first, in order (e.g. published settings): each maps "
+        "searched paths to values inside their ranges; paths it leaves out are sampled",
     )
     sampler: Literal["tpe", "random", "cmaes"] = "tpe"
     seed: int = Field(0, ge=0)
@@ -273,6 +325,11 @@ class SearchParams(_Section):
             data["space"] = _flatten(data["space"], is_leaf=lambda v: "type" in v)
         if isinstance(data.get("overrides"), dict):
             data["overrides"] = _flatten(data["overrides"], is_leaf=lambda v: False)
+        if isinstance(data.get("enqueue"), list):
+            data["enqueue"] = [
+                _flatten(entry, is_leaf=lambda v: False) if isinstance(entry, dict) else entry
+                for entry in data["enqueue"]
+            ]
         return data
 
 
@@ -291,9 +348,15 @@ def _flatten(
 
 
 class Params(_Section):
-    """The whole experiment (see `params.yaml` for the defaults with comments)."""
+    """The whole experiment (`docs/params-reference.yaml` documents every key)."""
 
     name: str = Field("experiment", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    preset: str = Field(
+        AUTO,
+        description="where the keys this file leaves out come from: auto (the env's own "
+        "preset, else its task family's, else the library's defaults), none (the library's), "
+        "or a preset of rlcore.presets for the chosen algorithm",
+    )
     seeds: list[int] = Field(
         default_factory=lambda: [0],
         min_length=1,
@@ -364,7 +427,7 @@ def describe_errors(error: ValidationError, prefix: list[str] | None = None) -> 
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         if item["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            message = "unknown key (check the spelling against params.yaml's documented keys)"
+            message = "unknown key (check the spelling against docs/params-reference.yaml)"
         lines.append(f"{'.'.join(loc) or '<top level>'}: {message}")
     return lines
 
@@ -376,6 +439,10 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     if not isinstance(data, dict):
         raise ParamsError(path, [f"<top level>: must be a mapping, got {type(data).__name__}"])
     errors = _old_layout_errors(data)
+    if not errors:
+        data, errors = with_preset(data)
+    if errors:
+        raise ParamsError(path, errors)
     algorithm, algorithm_errors = _parse_algorithm(data.get("algorithm"))
     errors += algorithm_errors
     skip = {"algorithm", *algorithm_names()}
@@ -398,6 +465,81 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     if check_search:
         _check_search_space(params, path)
     return params
+
+
+def preset_choice(data: dict[str, Any]) -> PresetChoice:
+    """The preset a params mapping selects (`preset`, its env and algorithm names); raises
+    ValueError for an unknown preset name."""
+    preset = data.get("preset", AUTO)
+    if not isinstance(preset, str):
+        raise ValueError(f"must be a preset name, auto or none, got {preset!r}")
+    env, algorithm = data.get("env"), data.get("algorithm")
+    env_name = env.get("name") if isinstance(env, dict) else None
+    name = algorithm.get("name", "ppo") if isinstance(algorithm, dict) else "ppo"
+    if not isinstance(name, str):
+        name = "ppo"  # _parse_algorithm reports it
+    if not isinstance(env_name, str):
+        env_name = EnvConfig().name  # the library's default env (a named preset has its own)
+    return choose_preset(preset, env_name, name)
+
+
+def with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`data` laid over its preset's values, key by key (see `Params.preset`); or the error.
+
+    A mapping in the file merges into the preset's mapping; any other value (null included)
+    replaces it. An `env.name` other than the preset's drops the preset's `env.options`.
+    """
+    try:
+        choice = preset_choice(data)
+    except ValueError as exc:
+        return data, [f"preset: {exc}"]
+    if choice.config is None:
+        return data, []
+    base = preset_layer(choice)
+    env = data.get("env")
+    if isinstance(env, dict) and "name" in env and env["name"] != base["env"].get("name"):
+        base["env"].pop("options", None)
+    merged = dict(data)
+    for section in PRESET_SECTIONS:
+        given = data.get(section)
+        merged[section] = _merge(base[section], {} if given is None else given)
+    return merged, []
+
+
+def preset_layer(choice: PresetChoice) -> dict[str, Any]:
+    """A preset's experiment as params.yaml sections (a generic one without its env's name,
+    options and stop targets)."""
+    cfg = choice.config
+    assert cfg is not None
+    layer = {
+        "env": asdict(cfg.env),
+        "policy": asdict(cfg.policy),
+        "algorithm": {"name": cfg.algorithm, section_name(cfg.algorithm): asdict(cfg.algo)},
+        "trainer": asdict(cfg.trainer),
+        "replay": asdict(cfg.replay),
+    }
+    del layer["trainer"]["seed"]
+    if choice.generic:
+        for key in ("name", "options"):
+            del layer["env"][key]
+        layer["trainer"]["stop_at_eval_return"] = None
+        layer["trainer"]["stop_at_eval_success"] = None
+    return plain_data(layer)
+
+
+def plain_data(value: Any) -> Any:
+    """Nested data with tuples as lists, as YAML gives them."""
+    if isinstance(value, dict):
+        return {k: plain_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_data(v) for v in value]
+    return value
+
+
+def _merge(base: Any, given: Any) -> Any:
+    if isinstance(base, dict) and isinstance(given, dict):
+        return {**base, **{k: _merge(base.get(k), v) for k, v in given.items()}}
+    return given
 
 
 def _strict_number_errors(raw: Any, validated: Any, loc: list[str]) -> list[str]:
@@ -500,8 +642,28 @@ def _check_search_space(params: Params, path: Path) -> None:
             except ParamsError as exc:
                 errors.append(f"{where}: the value {value!r} is invalid ({exc.lines[0]})")
                 break
+    for index, entry in enumerate(search.enqueue):
+        errors += _enqueued_errors(params, f"search.enqueue[{index}]", entry)
     if errors:
         raise ParamsError(path, errors)
+
+
+def _enqueued_errors(params: Params, where: str, entry: dict[str, Any]) -> list[str]:
+    """An enqueued trial's paths are searched ones, its values inside their ranges, and the
+    whole trial validates."""
+    errors = []
+    for dotted, value in entry.items():
+        dim = params.search.space.get(dotted)
+        if dim is None:
+            errors.append(f"{where}.{dotted}: not a path of search.space")
+        elif not dim.contains(value):
+            errors.append(f"{where}.{dotted}: {value!r} is outside the searched {dim.describe()}")
+    if not errors:
+        try:
+            apply_values(params, {**params.search.overrides, **entry})
+        except ParamsError as exc:
+            errors.append(f"{where}: the trial is invalid ({exc.lines[0]})")
+    return errors
 
 
 def load_params(path: str | Path = DEFAULT_PATH) -> Params:

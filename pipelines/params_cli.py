@@ -1,21 +1,24 @@
 """`python -m pipelines params [--show]`: check params.yaml, and show what a run will use.
 
 Checks the file exactly as every stage does (one line per problem, exit code 2) and says
-in one line what it trains. `--show` prints the resolved experiment as YAML: every section
-with the defaults of the keys the file leaves out filled in, and of the `algorithm`
-section only the chosen algorithm's settings (the others' sections are not used).
+in one line what it trains and where the keys it leaves out come from (`preset`). `--show`
+prints the resolved experiment as YAML: every section with the keys the file leaves out
+filled in from the preset or the defaults, and of the `algorithm` section only the chosen
+algorithm's settings (the others' sections are not used).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipelines.params import Params, ParamsError, load_params
+from pipelines.params import Params, ParamsError, load_params, plain_data
+from rlcore.presets import choose_preset
 
 
 def resolved(params: Params) -> dict[str, Any]:
@@ -24,22 +27,8 @@ def resolved(params: Params) -> dict[str, Any]:
     del data["trainer"]["seed"]  # the seeds are the top-level `seeds`
     algorithm = params.algorithm
     section = algorithm.section
-    data["algorithm"] = {"name": algorithm.name, section: _plain(algorithm.config)}
+    data["algorithm"] = {"name": algorithm.name, section: plain_data(asdict(algorithm.config))}
     return data
-
-
-def _plain(config: Any) -> Any:
-    """A config dataclass as YAML-able data (tuples as lists)."""
-    from dataclasses import asdict
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    return clean(asdict(config))
 
 
 def summary(params: Params) -> str:
@@ -47,10 +36,11 @@ def summary(params: Params) -> str:
     trainer = params.trainer
     targets = trainer.stop_targets()
     stop = f", stopping at {targets}" if targets else ""
+    defaults = choose_preset(params.preset, params.env.name, params.algorithm.name)
     return (
         f"{params.name}: {params.algorithm.name} on {params.env.name} ({params.env.num_envs} "
         f"envs, {params.env.device}), up to {trainer.total_env_steps:,d} env steps per seed"
-        f"{stop}, seeds {params.seeds}"
+        f"{stop}, seeds {params.seeds}; unset keys from {defaults.description}"
     )
 
 

@@ -60,6 +60,7 @@ from rlcore.trainer import Trainer
 OBJECTIVE_METRICS = {"return": "eval/episode_return", "success": "eval/success_rate"}
 PLOTS = ("optimization_history", "param_importances", "intermediate_values")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entry as JSON
 
 
 class SearchError(RuntimeError):
@@ -172,17 +173,24 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
     def run(trial: optuna.Trial) -> float:
         values = sample(trial, search.space)
         cfg = apply_values(params, {**search.overrides, **values}).experiment()
+        interval = search.eval_every_env_steps
+        if interval is not None:  # evaluate at the same env steps whatever the batch size
+            every = max(1, interval // cfg.steps_per_iter)
+            cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
         evaluations = 0
         finals = []
         for k in range(search.seeds_per_trial):
             seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
+            # Each seed's reports follow the previous seed's (the pruner needs rising steps).
+            offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
 
-            def report(env_steps: int, metrics: dict[str, float]) -> None:
+            def report(env_steps: int, metrics: dict[str, float], offset: int = offset) -> None:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
                 _check_still_running(trial)
-                trial.report(metrics[metric], evaluations)
+                step = offset + env_steps // interval if interval else evaluations
+                trial.report(metrics[metric], step)
                 evaluations += 1
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
@@ -232,10 +240,32 @@ def _stop_at_total(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]
     """Stop this worker once the study holds `n_trials` trials (finished or running)."""
 
     def stop(study: optuna.Study, trial: FrozenTrial) -> None:
-        if len(study.get_trials(deepcopy=False)) >= n_trials:
+        if len(_started(study)) >= n_trials:
             study.stop()
 
     return stop
+
+
+def _started(study: optuna.Study) -> list[FrozenTrial]:
+    """The study's trials, less the enqueued ones still waiting (they run within n_trials)."""
+    return [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
+
+
+def enqueue(study: optuna.Study, search: SearchParams) -> int:
+    """Queue `search.enqueue`'s trials, each once per study (a resumed search finds the
+    ones it queued before by their `enqueued` attribute); return how many are waiting."""
+    queued = {t.user_attrs.get(ENQUEUED) for t in study.get_trials(deepcopy=False)}
+    for entry in search.enqueue:
+        key = json.dumps(entry, sort_keys=True)
+        if key in queued:
+            continue
+        encoded = {
+            path: json.dumps(value) if search.space[path].type == "categorical" else value
+            for path, value in entry.items()
+        }
+        study.enqueue_trial(encoded, user_attrs={ENQUEUED: key})
+        queued.add(key)
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
@@ -246,7 +276,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     configure_cpu(params.runtime.threads)
     search = params.search
     study = open_study(params, layout, worker)
-    missing = search.n_trials - len(study.get_trials(deepcopy=False))
+    missing = search.n_trials - len(_started(study))
     if missing <= 0:
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -323,6 +353,9 @@ def search(
         stale = fail_stale_trials(study)
         if stale:
             print(f"[search] trials {stale} were left running by a stopped worker: failed")
+        waiting = enqueue(study, params.search)
+        if waiting:
+            print(f"[search] {waiting} enqueued trial(s) run first (search.enqueue)")
     print(
         f"[search] study {params.search.study_name!r}: {len(study.trials)} trials so far, "
         f"target {params.search.n_trials}, {workers} worker(s)",
@@ -405,7 +438,7 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
 
 def _set_flags(trial: FrozenTrial, params: Params) -> list[str]:
     return [
-        f"-S '{path}={json.dumps(value)}'"
+        f"-S '++{path}={json.dumps(value)}'"
         for path, value in trial_values(trial, params.search.space).items()
     ]
 

@@ -127,14 +127,16 @@ class BestPolicy:
             self.state = saved["state"]
 
 
-def _telemetry(params: Params, layout: Layout, resumed_at: int | None) -> Telemetry | None:
+def _telemetry(
+    params: Params, layout: Layout, resumed_at: int | None, steps_per_iter: int
+) -> Telemetry | None:
     runtime = params.runtime
     if not (runtime.dvclive or runtime.tensorboard):
         return None
     return Telemetry(
         layout.live_metrics if runtime.dvclive else None,
         layout.tensorboard(experiment_label(params.name)) if runtime.tensorboard else None,
-        every=runtime.log_every_iters,
+        every=runtime.log_every(steps_per_iter),
         resumed_at=resumed_at,
     )
 
@@ -209,7 +211,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     best = BestPolicy(trainer)
     resumed = _resume(trainer, curve, best, layout)
     resumed_at = trainer.steps_done if resumed else None
-    telemetry = _telemetry(params, layout, resumed_at) if main else None
+    telemetry = _telemetry(params, layout, resumed_at, trainer.steps_per_iter) if main else None
     trainer.sink = fan_out(curve, best, *([telemetry] if telemetry is not None else []))
     if main:
         processes = trainer.dist.world_size

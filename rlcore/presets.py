@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.algos.sac_config import SACConfig
-from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, ReplayConfig, TrainerConfig
+from rlcore.config import (
+    GYMNASIUM_PREFIX,
+    MUJOCO_PREFIX,
+    EnvConfig,
+    ExperimentConfig,
+    PolicyConfig,
+    ReplayConfig,
+    TrainerConfig,
+)
 
 # ReLU rather than tanh: on CPU torch's tanh kernel is ~20x slower than ReLU at these sizes,
 # and it is the single largest cost of a small-MLP PPO update.
@@ -36,6 +45,7 @@ PRESETS: dict[str, ExperimentConfig] = {
             num_steps=64,
             eval_every_iters=5,
             eval_episodes=64,
+            checkpoint_every_iters=50,  # the pipeline's resumable progress, every ~200k steps
             stop_at_eval_success=0.9,
         ),
     ),
@@ -120,7 +130,7 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
         policy=PolicyConfig(hidden_sizes=(128, 128), activation="relu", normalize_obs=True),
         trainer=TrainerConfig(
             total_env_steps=300_000, num_steps=8, eval_every_iters=50, eval_episodes=64,
-            stop_at_eval_success=0.9,
+            checkpoint_every_iters=1_000, stop_at_eval_success=0.9,
         ),
         algorithm="sac",
         algo=SACConfig(lr=1e-3),
@@ -133,7 +143,8 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
         env=EnvConfig("mujoco:HalfCheetah", num_envs=1, options={"nthread": 1}),
         policy=PolicyConfig(hidden_sizes=(256, 256), activation="relu"),
         trainer=TrainerConfig(
-            total_env_steps=1_000_000, num_steps=1, eval_every_iters=20_000, eval_episodes=8
+            total_env_steps=1_000_000, num_steps=1, eval_every_iters=20_000, eval_episodes=8,
+            checkpoint_every_iters=50_000,  # resumable progress (buffer included) every ~5 min
         ),
         algorithm="sac",
         algo=SACConfig(lr=3e-4),
@@ -163,3 +174,90 @@ def preset(name: str, algorithm: str = "ppo") -> ExperimentConfig:
     if name not in table:
         raise ValueError(f"{algorithm} preset must be one of {sorted(table)}, got {name!r}")
     return table[name]
+
+
+# --- defaults by task family ------------------------------------------------------------
+# What an experiment gets when it names no preset: the preset of its own env if there is one,
+# else the settings of its family's preset (without that preset's env options and stop
+# targets, which belong to its env), else the library's defaults. Families are told by name,
+# without building the env: Gymnasium ids by their base name (`Hopper` of `Hopper-v5`).
+
+DISCRETE_CLASSIC = "discrete classic control"
+CONTINUOUS_CLASSIC = "continuous classic control"
+MUJOCO_LOCOMOTION = "MuJoCo locomotion"
+MANIPULATION = "manipulation"
+
+_MUJOCO_SUITE = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedPendulum",
+    "InvertedDoublePendulum", "Swimmer", "Walker2d", "Reacher", "Pusher",
+)  # fmt: skip
+# Gymnasium's MuJoCo suite; its two arms (Reacher, Pusher) take the same settings.
+_MUJOCO_SUITE = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedPendulum",
+    "InvertedDoublePendulum", "Swimmer", "Walker2d", "Reacher", "Pusher",
+)  # fmt: skip
+_GYMNASIUM_FAMILIES = {
+    **dict.fromkeys(("CartPole", "Acrobot", "MountainCar"), DISCRETE_CLASSIC),
+    **dict.fromkeys(("Pendulum", "MountainCarContinuous"), CONTINUOUS_CLASSIC),
+    **dict.fromkeys(_MUJOCO_SUITE, MUJOCO_LOCOMOTION),
+}
+_BUILTIN_FAMILIES = {
+    "cartpole": DISCRETE_CLASSIC,
+    "pendulum": CONTINUOUS_CLASSIC,
+    "push_cube": MANIPULATION,
+}
+# Each family's defaults per algorithm: the preset they come from.
+FAMILY_PRESETS: dict[str, dict[str, str]] = {
+    DISCRETE_CLASSIC: {"ppo": "cartpole", "grpo": "cartpole"},
+    CONTINUOUS_CLASSIC: {"ppo": "pendulum", "sac": "pendulum"},
+    MUJOCO_LOCOMOTION: {"ppo": "gym_halfcheetah", "sac": "gym_halfcheetah"},
+    MANIPULATION: {"ppo": "push_cube", "grpo": "push_cube", "sac": "push_cube"},
+}
+AUTO, NONE = "auto", "none"  # the `preset` values that name no preset
+
+
+def env_family(env_name: str) -> str | None:
+    """The task family of an env name, or None for an env this table does not know."""
+    if env_name.startswith(MUJOCO_PREFIX):
+        return MUJOCO_LOCOMOTION
+    if env_name.startswith(GYMNASIUM_PREFIX):
+        env_id = env_name.removeprefix(GYMNASIUM_PREFIX).rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+        return _GYMNASIUM_FAMILIES.get(re.sub(r"-v\d+$", "", env_id))
+    return _BUILTIN_FAMILIES.get(env_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class PresetChoice:
+    """Where an experiment's unset keys come from.
+
+    `config` is None for the library's defaults. With `generic`, only its settings apply, not
+    its env's name and options or its stop targets (they belong to another env).
+    """
+
+    description: str
+    config: ExperimentConfig | None = None
+    generic: bool = False
+
+
+def choose_preset(name: str, env_name: str, algorithm: str) -> PresetChoice:
+    """The defaults of an experiment: preset `name`, or for `auto` the env's own preset, its
+    family's, or the library's; `none`: the library's. Raises ValueError for an unknown name."""
+    table = PRESETS_BY_ALGORITHM.get(algorithm, {})
+    if name == NONE:
+        return PresetChoice("the library's defaults (preset: none)")
+    if name != AUTO:
+        if name not in table:
+            known = ", ".join([AUTO, NONE, *sorted(table)])
+            raise ValueError(f"unknown preset {name!r} for {algorithm}; one of: {known}")
+        return PresetChoice(f"preset {name} ({algorithm})", table[name])
+    own = [key for key, cfg in table.items() if cfg.env.name == env_name]
+    if own:
+        return PresetChoice(f"preset {own[0]} ({algorithm}), the env's own", table[own[0]])
+    family = env_family(env_name)
+    source = FAMILY_PRESETS.get(family or "", {}).get(algorithm)
+    if family is None or source is None:
+        why = "no known task family" if family is None else f"no {algorithm} defaults for it"
+        return PresetChoice(f"the library's defaults ({env_name}: {why})")
+    return PresetChoice(
+        f"{family} defaults (preset {source}'s settings, {algorithm})", table[source], True
+    )

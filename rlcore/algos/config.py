@@ -45,6 +45,7 @@ class PPOConfig:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     reward_scale: float = 1.0
+    normalize_reward: bool = False  # divide by the running std of the discounted return
     clip_eps: float = 0.2
     clip_value_eps: float | None = None
     ent_coef: float = 0.0

@@ -26,6 +26,7 @@ from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic, actor_critic_policy
+from rlcore.return_norm import ReturnNormalizer
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -87,6 +88,7 @@ class PPO:
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
+        self.return_norm = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
 
     def microbatch_size(self, rollout: TensorDict) -> int | None:
         """Samples per forward/backward chunk (see `rlcore.algos.sgd.resolve_microbatch_size`)."""
@@ -94,7 +96,11 @@ class PPO:
 
     def _write_advantages(self, rollout: TensorDict) -> None:
         cfg, tv = self.cfg, transition_view(rollout)
-        reward = tv[REWARD] if cfg.reward_scale == 1.0 else tv[REWARD] * cfg.reward_scale
+        reward = tv[REWARD]
+        if self.return_norm is not None:
+            reward = self.return_norm.normalize(reward, tv[TERMINATED] | tv[TRUNCATED], self.dist)
+        if cfg.reward_scale != 1.0:
+            reward = reward * cfg.reward_scale
         compute_gae(
             reward, rollout[VALUE], tv[FINAL_VALUE], tv[TERMINATED], tv[TRUNCATED],
             cfg.gamma, cfg.gae_lambda, advantage_out=tv[ADVANTAGE],
@@ -144,7 +150,11 @@ class PPO:
             ),
             "train/lr": self.optimizer.lr,
             "train/minibatches": float(num_batches),
-        }
+        } | (
+            {"stats/return_std": self.return_norm.return_std}
+            if self.return_norm is not None
+            else {}
+        )
 
     def _step(self, batch: TensorDict, chunk: int | None) -> torch.Tensor:
         """One optimizer step on a minibatch (advantages normalised over the minibatch)."""
@@ -195,10 +205,23 @@ class PPO:
             self.optimizer.set_lr(min(lr * 1.5, 1e-2))
 
     def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
+        state = self.optimizer.state_dict()
+        if self.return_norm is not None:
+            state["return_norm"] = self.return_norm.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
+        if self.return_norm is not None:
+            self.return_norm.load_state_dict(state["return_norm"])
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """Per-rank state: each env's running return (with `normalize_reward`)."""
+        return {} if self.return_norm is None else self.return_norm.rank_state_dict()
+
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        if self.return_norm is not None:
+            self.return_norm.load_rank_state_dict(state)
 
 
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

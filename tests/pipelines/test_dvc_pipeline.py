@@ -42,7 +42,8 @@ def merged(base, changes):
     """`base` with `changes` applied key by key (DVC needs every section it tracks present)."""
     out = dict(base)
     for key, value in changes.items():
-        out[key] = merged(base[key], value) if isinstance(value, dict) and value else value
+        nested = isinstance(value, dict) and value
+        out[key] = merged(base.get(key) or {}, value) if nested else value
     return out
 
 
@@ -149,7 +150,7 @@ def test_experiments_are_compared_with_their_baseline(project):
     run(["git", "add", "-A"], root, env)
     run(["git", "commit", "-qm", "baseline results"], root, env)
     dvc = [sys.executable, "-m", "dvc"]
-    run([*dvc, "exp", "run", "-n", "small-lr", "-S", "algorithm.ppo.lr=0.0001"], root, env)
+    run([*dvc, "exp", "run", "-n", "small-lr", "-S", "++algorithm.ppo.lr=0.0001"], root, env)
     out = run([sys.executable, "-m", "pipelines", "compare"], root, env)
     assert "[compare] 2 runs" in out  # HEAD and the experiment; the workspace equals it
     page = (root / "reports" / "compare.md").read_text()

@@ -4,9 +4,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipelines.params import ParamsError, load_params, parse_params
-from rlcore.presets import PRESETS
+from rlcore.algos.config import PPOConfig
+from rlcore.algos.registry import algorithm_spec
+from rlcore.config import EnvConfig, PolicyConfig
+from rlcore.presets import PRESETS, SAC_PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,10 +20,8 @@ def test_the_default_experiment_is_the_tuned_push_cube_ppo_preset():
     assert params.env.name == "push_cube" and params.algorithm.name == "ppo"
     experiment = params.experiment()
     assert experiment.algo == params.algorithm.ppo
-    # The preset's settings (what the benchmarks measure), plus periodic checkpoints.
-    tuned = PRESETS["push_cube"]
-    trainer = dataclasses.replace(tuned.trainer, checkpoint_every_iters=50)
-    assert experiment == dataclasses.replace(tuned, trainer=trainer)
+    # The preset's settings (what the benchmarks measure), periodic checkpoints included.
+    assert experiment == PRESETS["push_cube"]
     assert len(params.schedule.cron.split()) == 5
 
 
@@ -144,3 +146,114 @@ def test_search_paths_may_be_nested_or_dotted_alike():
     dotted = {"space": {"algorithm.ppo.lr": {"type": "float", "low": 0.1, "high": 1}},
               "overrides": {"trainer.num_steps": 8}}  # fmt: skip
     assert parse_params({"search": nested}).search == parse_params({"search": dotted}).search
+
+
+# --- presets: the keys params.yaml leaves out ------------------------------------------
+
+
+def load_text(tmp_path, text):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return load_params(path)
+
+
+def test_a_named_preset_is_the_whole_experiment(tmp_path):
+    params = load_text(tmp_path, "preset: mujoco_halfcheetah\nalgorithm: {name: sac}\n")
+    assert params.experiment() == SAC_PRESETS["mujoco_halfcheetah"]
+
+
+def test_the_file_overrides_the_preset_key_by_key(tmp_path):
+    params = load_text(
+        tmp_path,
+        "preset: push_cube\nalgorithm: {ppo: {lr: 3.0e-4}}\n"
+        "trainer: {stop_at_eval_success: null, total_env_steps: 1000}\n",
+    )
+    tuned = PRESETS["push_cube"]
+    assert params.experiment().algo == dataclasses.replace(tuned.algo, lr=3e-4)
+    trainer = dataclasses.replace(
+        tuned.trainer, stop_at_eval_success=None, total_env_steps=1000
+    )  # null replaces the preset's value
+    assert params.trainer == trainer and params.policy == tuned.policy
+
+
+def test_changing_only_the_env_name_takes_its_familys_settings(tmp_path):
+    params = load_text(tmp_path, "env: {name: 'gymnasium:Hopper-v5'}\n")
+    mujoco = PRESETS["gym_halfcheetah"]
+    experiment = params.experiment()
+    assert experiment.env == EnvConfig("gymnasium:Hopper-v5", num_envs=mujoco.env.num_envs)
+    assert experiment.policy == mujoco.policy and experiment.algo == mujoco.algo
+    assert experiment.trainer == mujoco.trainer
+
+
+def test_a_family_default_drops_the_stop_target_of_its_presets_env(tmp_path):
+    params = load_text(tmp_path, "env: {name: 'gymnasium:Acrobot-v1'}\n")
+    cartpole = PRESETS["cartpole"]
+    assert params.experiment().algo == cartpole.algo
+    assert params.trainer.stop_at_eval_return is None  # CartPole's 475 means nothing here
+    assert params.trainer == dataclasses.replace(cartpole.trainer, stop_at_eval_return=None)
+
+
+def test_the_envs_own_preset_is_picked_by_auto(tmp_path):
+    params = load_text(tmp_path, "env: {name: 'gymnasium:CartPole-v1'}\n")
+    assert params.experiment() == PRESETS["gym_cartpole"]
+
+
+def test_another_env_drops_a_named_presets_env_options(tmp_path):
+    params = load_text(tmp_path, "preset: gym_cartpole\nenv: {name: cartpole}\n")
+    assert params.env == EnvConfig("cartpole", num_envs=32)  # no bridge options
+    assert params.experiment().algo == PRESETS["gym_cartpole"].algo
+
+
+def test_preset_none_and_unknown_envs_get_the_librarys_defaults(tmp_path):
+    params = load_text(tmp_path, "preset: none\nenv: {name: push_cube}\n")
+    assert params.experiment().algo == PPOConfig() and params.policy == PolicyConfig()
+    unknown_family = load_text(tmp_path, "env: {name: 'gymnasium:FrozenLake-v1'}\n")
+    assert unknown_family.experiment().algo == PPOConfig()
+
+
+def test_an_unknown_preset_lists_the_algorithms_presets(tmp_path):
+    with pytest.raises(ParamsError) as err:
+        load_text(tmp_path, "preset: halfcheetah\nalgorithm: {name: sac}\n")
+    (line,) = err.value.lines
+    assert line == (
+        "preset: unknown preset 'halfcheetah' for sac; one of: auto, none, gym_halfcheetah, "
+        "mujoco_halfcheetah, pendulum, push_cube"
+    )
+    with pytest.raises(ParamsError, match="preset: must be a preset name"):
+        load_text(tmp_path, "preset: 3\n")
+
+
+def test_the_parameter_reference_lists_every_key_and_is_the_default_experiment():
+    reference = REPO / "docs" / "params-reference.yaml"
+    documented, default = load_params(reference), load_params(REPO / "params.yaml")
+    assert documented.experiment() == default.experiment()
+    assert documented.model_copy(update={"algorithm": default.algorithm}) == default
+    raw = yaml.safe_load(reference.read_text())
+
+    def keys(tree, prefix=""):
+        out = set()
+        for key, value in tree.items():
+            out.add(prefix + key)
+            if isinstance(value, dict) and key not in ("options", "space", "overrides"):
+                out |= keys(value, f"{prefix}{key}.")
+        return out
+
+    resolved = default.model_dump(mode="json")
+    del resolved["trainer"]["seed"]
+    resolved["algorithm"] = {
+        name: section for name, section in resolved["algorithm"].items() if section is not None
+    } | {"grpo": {}, "sac": {}}
+    missing = {key for key in keys(resolved) if not key.startswith("algorithm.")} - keys(raw)
+    assert not missing
+    for name in ("ppo", "grpo", "sac"):
+        fields = {f.name for f in dataclasses.fields(algorithm_spec(name).config)}
+        assert fields == set(raw["algorithm"][name]), name
+
+
+def test_log_every_auto_logs_about_every_thousand_env_steps(tmp_path):
+    runtime = load_text(tmp_path, "runtime: {log_every_iters: auto}\n").runtime
+    assert runtime.log_every(4096) == 1  # a PPO rollout: every iteration
+    assert runtime.log_every(32) == 32 and runtime.log_every(1) == 1000  # SAC iterations
+    assert load_text(tmp_path, "runtime: {log_every_iters: 5}\n").runtime.log_every(1) == 5
+    with pytest.raises(ParamsError, match=r"runtime\.log_every_iters: must be >= 1 or auto"):
+        load_text(tmp_path, "runtime: {log_every_iters: 0}\n")

@@ -101,6 +101,22 @@ def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path, monkeypatch):
     assert summary["fail"] == 1 and summary["complete"] == 2
 
 
+def test_enqueued_trials_run_first_once_within_n_trials(tmp_path):
+    published = {"algorithm": {"ppo": {"lr": 3e-4}}, "policy.hidden_sizes": [16, 16]}
+    data = with_search(n_trials=3, enqueue=[published, {"algorithm.ppo.lr": 5e-3}])
+    params, layout = parse_params(data), Layout(tmp_path)
+    assert search(params, layout)["trials"] == 3
+    trials = open_study(params, layout).get_trials()
+    assert trials[0].params == {"algorithm.ppo.lr": 3e-4, "policy.hidden_sizes": "[16, 16]"}
+    assert trials[1].params["algorithm.ppo.lr"] == 5e-3  # its hidden sizes sampled
+    assert "enqueued" not in trials[2].user_attrs
+
+    more = parse_params(with_search(n_trials=4, enqueue=data["search"]["enqueue"]))
+    assert search(more, layout)["trials"] == 4  # resumed: nothing queued twice
+    assert [t.state for t in open_study(more, layout).get_trials()].count(TrialState.WAITING) == 0
+    assert sum("enqueued" in t.user_attrs for t in open_study(more, layout).get_trials()) == 2
+
+
 @pytest.mark.parametrize(
     ("changes", "line"),
     [
@@ -121,6 +137,20 @@ def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path, monkeypatch):
         (
             {"space": {"algorithm.ppo.gamma": {"type": "float", "low": 0.9, "high": 2.0}}},
             "search.space.algorithm.ppo.gamma: the value 2.0 is invalid",
+        ),
+        (
+            {"enqueue": [{"algorithm.ppo.lr": 1e-3}, {"algorithm": {"ppo": {"gamma": 0.9}}}]},
+            "search.enqueue[1].algorithm.ppo.gamma: not a path of search.space",
+        ),
+        (
+            {"enqueue": [{"algorithm.ppo.lr": 0.5}]},
+            "search.enqueue[0].algorithm.ppo.lr: 0.5 is outside the searched float range "
+            "[0.0001, 0.01]",
+        ),
+        (
+            {"enqueue": [{"policy.hidden_sizes": [64]}]},
+            "search.enqueue[0].policy.hidden_sizes: [64] is outside the searched choices "
+            "[[8], [16, 16]]",
         ),
     ],
 )
@@ -358,3 +388,25 @@ def test_optuna_dashboard_opens_the_search_storage(tmp_path):
     assert status == ["200 OK"]
     studies = jsonlib.loads(body)["study_summaries"]
     assert [s["study_name"] for s in studies] == ["tiny"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("task", ["halfcheetah", "hopper"])
+def test_the_mujoco_search_runs_its_enqueued_trials_first(tmp_path, task):
+    """A tiny version of search/mujoco_<task>-ppo.yaml: RL Zoo's settings, then our
+    preset's, then a sampled trial, all evaluated at the same env steps."""
+    pytest.importorskip("mujoco")
+    data = yaml.safe_load((REPO / "search" / f"mujoco_{task}-ppo.yaml").read_text())
+    data["trainer"] = {"total_env_steps": 4096, "eval_episodes": 1}
+    data["search"] |= {"n_trials": 3, "eval_every_env_steps": 2048, "startup_trials": 3}
+    params, layout = parse_params(data), Layout(tmp_path)
+    assert search(params, layout)["complete"] == 3
+    zoo, preset, sampled = open_study(params, layout).get_trials()
+    assert zoo.params["trainer.num_steps"] == "512" and zoo.params["env.num_envs"] == "1"
+    assert zoo.params["algorithm.ppo.normalize_reward"] == "true"
+    assert preset.params["algorithm.ppo.lr"] == 3e-4 and preset.params["env.num_envs"] == "8"
+    assert "enqueued" not in sampled.user_attrs
+    for trial in (zoo, preset):  # both evaluated after 2,048 and 4,096 env steps
+        assert sorted(trial.intermediate_values) == [1, 2]

@@ -17,6 +17,7 @@ from rlcore.trainer import Trainer
 
 TINY = {
     "name": "tiny",
+    "preset": "none",  # the library's defaults: no stop target from the cartpole preset
     "env": {"name": "cartpole", "num_envs": 8},
     "policy": {"hidden_sizes": [16], "activation": "relu"},
     "algorithm": {"ppo": {"lr": 1e-3, "num_epochs": 2, "num_minibatches": 2}},

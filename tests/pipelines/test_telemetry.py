@@ -19,6 +19,7 @@ TINY = {
     "algorithm": {"ppo": {"num_epochs": 1, "num_minibatches": 2}},
     "trainer": {"total_env_steps": 8 * 16 * 6, "num_steps": 16, "eval_every_iters": 2,
                 "eval_episodes": 4, "checkpoint_every_iters": 2},
+    "runtime": {"log_every_iters": 1},  # auto would log every 8th of these tiny iterations
 }  # fmt: skip
 STEPS = [128 * i for i in range(1, 7)]  # 8 envs x 16 steps per iteration
 

@@ -1,0 +1,152 @@
+"""Changing only `env.name`: the task-family defaults against Stable-Baselines3's defaults.
+
+Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo envs):
+
+    .venv/bin/python -m benchmarks.env_defaults                            # 4 envs, 3 seeds
+    .venv/bin/python -m benchmarks.env_defaults --envs Acrobot-v1 Pendulum-v1 --seeds 0
+
+For each Gymnasium env and seed, ours is what a `params.yaml` holding only
+`env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's task-family settings,
+`pipelines.params`), for `--steps` env steps (default 300k; Pendulum 100k); SB3 is
+`PPO("MlpPolicy", env)` with every default (one env). The two take turns per seed. Each
+is then evaluated on 10 deterministic episodes with seeds training never used. Prints
+mean and std over seeds of the return, and the mean CPU time of training (process time,
+one torch thread each; evaluation excluded) and its wall time. Targets: our mean return
+>= SB3's, at <= 0.5x its CPU time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Any
+
+from benchmarks.common import base_parser, print_table, setup, write_json
+from pipelines.params import parse_params
+from rlcore.trainer import Trainer
+
+EVAL_EPISODES = 10
+DEFAULT_ENVS = ["Hopper-v5", "HalfCheetah-v5", "Acrobot-v1", "Pendulum-v1"]
+DEFAULT_STEPS = {"Pendulum-v1": 100_000}  # the rest: --steps
+
+
+def run_ours(env_id: str, seed: int, steps: int) -> dict[str, Any]:
+    params = parse_params(
+        {"env": {"name": f"gymnasium:{env_id}"}, "trainer": {"total_env_steps": steps}}
+    )
+    cfg = params.experiment(seed=0)
+    trainer_cfg = dataclasses.replace(
+        cfg.trainer, seed=seed, eval_every_iters=0, eval_episodes=EVAL_EPISODES,
+        stop_at_eval_return=None, stop_at_eval_success=None,
+    )  # fmt: skip
+    cpu, wall = time.process_time(), time.perf_counter()
+    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
+    eval_cpu = [0.0]
+
+    def sink(step: int, metrics: dict[str, float]) -> None:
+        eval_cpu[0] += metrics.get("time/eval_s", 0.0)  # one thread: wall ~ CPU
+
+    trainer.sink = sink
+    result = trainer.run()
+    cpu_s = time.process_time() - cpu - eval_cpu[0]
+    wall_s = time.perf_counter() - wall - eval_cpu[0]
+    trainer.env.close()
+    if trainer.eval_env is not None:
+        trainer.eval_env.close()
+    ret = result.eval_metrics["eval/episode_return"]
+    return row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
+
+
+def run_sb3(env_id: str, seed: int, steps: int) -> dict[str, Any]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    model = PPO("MlpPolicy", env, device="cpu", seed=seed, verbose=0)
+    model.learn(total_timesteps=steps)
+    cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+    env.close()
+    eval_env.close()
+    return row("sb3", env_id, seed, int(model.num_timesteps), float(mean), cpu_s, wall_s)
+
+
+def row(
+    impl: str, env_id: str, seed: Any, steps: int, ret: float, cpu: float, wall: float
+) -> dict[str, Any]:
+    return {"env": env_id, "impl": impl, "seed": seed, "env_steps": steps, "return": ret,
+            "cpu_s": cpu, "wall_s": wall}  # fmt: skip
+
+
+COLUMNS = [
+    ("env", "env", ""),
+    ("impl", "impl", ""),
+    ("seed", "seed", ""),
+    ("env_steps", "env steps", ",d"),
+    ("return", "eval return", ".1f"),
+    ("cpu_s", "train CPU s", ".1f"),
+    ("wall_s", "train wall s", ".1f"),
+]
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    returns, cpu = [r["return"] for r in rows], [r["cpu_s"] for r in rows]
+    spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+    return {
+        **rows[0],
+        "seed": "mean",
+        "return": statistics.fmean(returns),
+        "return_std": spread,
+        "cpu_s": statistics.fmean(cpu),
+        "wall_s": statistics.fmean(r["wall_s"] for r in rows),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=DEFAULT_ENVS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=300_000, help="Pendulum-v1: 100k")
+    parser.add_argument("--impls", nargs="+", default=["ours", "sb3"])
+    args = parser.parse_args(argv)
+    meta = setup(
+        args,
+        "Changing only env.name: family defaults vs SB3 PPO defaults",
+        method=f"seeds {args.seeds}, taking turns per seed; means over seeds (--reps unused)",
+    )
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for env_id in args.envs:
+        steps = DEFAULT_STEPS.get(env_id, args.steps) if args.steps == 300_000 else args.steps
+        for seed in args.seeds:
+            order = args.impls if seed % 2 == 0 else args.impls[::-1]
+            for impl in order:
+                run = run_ours if impl == "ours" else run_sb3
+                result = run(env_id, seed, steps)
+                runs.setdefault((env_id, impl), []).append(result)
+                print_table([result], COLUMNS)
+    summary = [summarize(rows) for rows in runs.values()]
+    print()
+    print_table([r for rows in runs.values() for r in rows], COLUMNS)
+    print()
+    for env_id in args.envs:
+        ours, sb3 = (
+            next((s for s in summary if s["env"] == env_id and s["impl"] == impl), None)
+            for impl in ("ours", "sb3")
+        )
+        if ours is None or sb3 is None:
+            continue
+        print(
+            f"{env_id}: ours {ours['return']:.1f} +- {ours['return_std']:.1f}, SB3 "
+            f"{sb3['return']:.1f} +- {sb3['return_std']:.1f}; CPU ours / SB3 "
+            f"{ours['cpu_s'] / sb3['cpu_s']:.3f}"
+        )
+    write_json(args.json, meta, {"runs": [r for rows in runs.values() for r in rows],
+                                 "summary": summary})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
