@@ -14,7 +14,8 @@ on HalfCheetah-v5, each for `--steps` env steps, then 10 deterministic evaluatio
 (ours on the trainer's evaluation env, SB3's with `evaluate_policy`). Prints the return and
 the wall time (evaluation excluded) and the ratio of wall times to SB3's (target <= 0.5 with
 a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.precision`
-(bfloat16: the hidden layers' matrix products in bf16; the presets' default is float32);
+(bfloat16: the hidden layers' matrix products in bf16; the presets' `auto` takes bf16 where
+the CPU has it natively);
 `--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 1 x 1, SB3's
 scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md). `--curve-every N`
 also evaluates ours every N env steps and prints each point as it comes (for 1M-step runs).
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--impls", nargs="+", default=["native", "gym", "sb3"])
-    parser.add_argument("--precision", choices=["float32", "bfloat16"], default=None)
+    parser.add_argument("--precision", choices=["float32", "bfloat16", "auto"], default=None)
     parser.add_argument("--num-envs", type=int, default=None, help="ours: env.num_envs")
     parser.add_argument("--num-steps", type=int, default=None, help="ours: trainer.num_steps")
     parser.add_argument(

@@ -22,6 +22,7 @@ from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.sac_config import SACConfig
 from rlcore.errors import ConfigError
 from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
+from rlcore.precision import native_bf16
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
 
@@ -120,7 +121,9 @@ class SAC:
         self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr or cfg.lr)
         self._params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
-        self._mixed_precision = cfg.precision == "bfloat16"
+        self._mixed_precision = cfg.precision == "bfloat16" or (
+            cfg.precision == "auto" and native_bf16(device)
+        )
         self._device_type = device.type
 
     def _autocast(self) -> torch.autocast:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rlcore.algos.config import _checker
 from rlcore.algos.registry import AlgorithmSpec, register_algorithm
 
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16", "auto")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class SACConfig:
     (autocast) and everything else in float32: the weights, their optimizer state, the
     Q outputs, targets and losses. CPUs with AVX512-BF16 or AMX (and GPUs) multiply bf16
     2-4x faster, which at 256x256 networks halves the update; see benchmarks/README.md.
+    `auto` picks bfloat16 where the training device multiplies it natively
+    (`rlcore.precision.native_bf16`), float32 elsewhere (where emulated bf16 is slower).
     The replay buffer and the update-to-data ratio are the `replay` section's.
     """
 
@@ -59,7 +61,9 @@ class SACConfig:
     def summary(self) -> str:
         """What the run report says of the settings beyond the optimizer's."""
         alpha = "learned" if self.autotune_alpha else "fixed"
-        mixed = ", bf16 matmuls" if self.precision == "bfloat16" else ""
+        mixed = {"bfloat16": ", bf16 matmuls", "auto": ", bf16 matmuls where native"}.get(
+            self.precision, ""
+        )
         return (
             f"twin critics, tau {self.tau:g}, temperature {alpha} from {self.init_alpha:g}{mixed}"
         )

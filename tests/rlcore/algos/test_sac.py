@@ -160,6 +160,16 @@ def test_bf16_precision_keeps_weights_q_values_and_losses_in_float32():
         torch.testing.assert_close(b, a, rtol=0, atol=1e-3)  # one Adam step: lr 3e-4
 
 
-def test_precision_must_be_float32_or_bfloat16():
+def test_precision_must_be_float32_bfloat16_or_auto():
     with pytest.raises(ValueError, match=r"sac\.precision must be one of"):
         SACConfig(precision="float16")
+
+
+@pytest.mark.parametrize(("flags", "mixed"), [({"avx512_bf16", "avx2"}, True), ({"avx2"}, False)])
+def test_auto_precision_uses_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, flags, mixed):
+    import rlcore.precision
+
+    monkeypatch.setattr(rlcore.precision, "_cpu_flags", lambda: frozenset(flags))
+    assert rlcore.precision.native_bf16(torch.device("cpu")) is mixed
+    assert make_sac(precision="auto")._mixed_precision is mixed
+    assert rlcore.precision.native_bf16(torch.device("meta")) is False
