@@ -14,7 +14,12 @@ Per seed, trains each backend's preset side by side:
   (the same task stepped by mujoco.batch, rlcore.envs.mujoco_batch);
 - native-compiled: the native run with its PPO loss through `torch.compile`
   (`Trainer(compile_loss=True)`, `runtime.compile` in params.yaml); compiling is part of
-  its first update's time.
+  its first update's time;
+- sb3: Stable-Baselines3 PPO with RL Zoo's tuned HalfCheetah settings (`normalize: true`,
+  i.e. VecNormalize of observations and rewards; 1 env x 512 steps, batch 64, 20 epochs,
+  lr 2.0633e-5, ...), on HalfCheetah-v5, after the other backends of the seed (SB3 cannot
+  take turns); evaluated on 8 deterministic episodes with its frozen observation statistics
+  (needs the `bench` extra).
 
 Side by side means interleaved: with both backends, the two trainers of a seed take turns,
 one training iteration (and its evaluation, when due) each, in one process. Each backend's
@@ -49,6 +54,47 @@ PRESET_OF = {
     "native": "mujoco_halfcheetah",
     "native-compiled": "mujoco_halfcheetah",
 }
+BACKENDS = [*PRESET_OF, "sb3"]
+EVAL_EPISODES = 8
+# RL Zoo's hyperparams/ppo.yml, HalfCheetah (v3/v4 entry; the same task as v5).
+ZOO_PPO = {
+    "n_steps": 512, "batch_size": 64, "gamma": 0.98, "learning_rate": 2.0633e-05,
+    "ent_coef": 0.000401762, "clip_range": 0.1, "n_epochs": 20, "gae_lambda": 0.92,
+    "max_grad_norm": 0.8, "vf_coef": 0.58096,
+}  # fmt: skip
+
+
+def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
+    """SB3 PPO with RL Zoo's HalfCheetah settings; wall time of construction and learning."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+    from torch import nn
+
+    start = time.perf_counter()
+    env = VecNormalize(make_vec_env("HalfCheetah-v5", n_envs=1, seed=seed), gamma=0.98)
+    policy_kwargs = {"log_std_init": -2, "ortho_init": False, "activation_fn": nn.ReLU,
+                     "net_arch": {"pi": [256, 256], "vf": [256, 256]}}  # fmt: skip
+    model = PPO("MlpPolicy", env, policy_kwargs=policy_kwargs, device="cpu", seed=seed,
+                verbose=0, **ZOO_PPO)  # fmt: skip
+    model.learn(total_timesteps=total_steps)
+    wall = time.perf_counter() - start
+    eval_env = VecNormalize(
+        make_vec_env("HalfCheetah-v5", n_envs=1, seed=seed + 10_000), training=False,
+        norm_reward=False,
+    )  # fmt: skip
+    eval_env.obs_rms = env.obs_rms
+    start = time.perf_counter()
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+    eval_s = time.perf_counter() - start
+    env.close()
+    eval_env.close()
+    return {"backend": "sb3", "seed": seed, "env_steps": int(model.num_timesteps),
+            "wall_s": wall + eval_s, "collect_s": float("nan"), "update_s": float("nan"),
+            "eval_s": eval_s, "eval_return": float(mean)}  # fmt: skip
+
+
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
@@ -124,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--total-steps", type=int, default=1_000_000)
-    parser.add_argument("--backends", nargs="+", choices=sorted(PRESET_OF), default=["gym"])
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=["gym"])
     args = parser.parse_args(argv)
     if importlib.util.find_spec("mujoco") is None:
         raise SystemExit('mujoco is not installed: pip install -e ".[mujoco]"')
@@ -137,9 +183,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows = []
     for seed in args.seeds:
-        names = ", ".join(f"{b} ({PRESETS[PRESET_OF[b]].env.name})" for b in backends)
+        ours = [b for b in backends if b != "sb3"]
+        names = ", ".join(f"{b} ({PRESETS[PRESET_OF[b]].env.name})" for b in ours)
         print(f"... seed {seed}: {names}", flush=True)
-        rows.extend(run_side_by_side(backends, seed, args.total_steps))
+        rows.extend(run_side_by_side(ours, seed, args.total_steps) if ours else [])
+        if "sb3" in backends:
+            print(f"... seed {seed}: sb3 (RL Zoo PPO, HalfCheetah-v5)", flush=True)
+            rows.append(run_sb3(seed, args.total_steps))
     summary = []
     for backend in backends:
         mine = [r for r in rows if r["backend"] == backend]
@@ -157,9 +207,16 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     print()
     for backend in backends:
-        mean = statistics.fmean(r["eval_return"] for r in rows if r["backend"] == backend)
-        print(f"{backend}: mean eval return over seeds {mean:,.1f} (target >= "
+        returns = [r["eval_return"] for r in rows if r["backend"] == backend]
+        mean = statistics.fmean(returns)
+        std = statistics.stdev(returns) if len(returns) > 1 else 0.0
+        print(f"{backend}: eval return over seeds {mean:,.1f} +- {std:,.1f} (target >= "
               f"{TARGET_RETURN:,.0f}): {verdict(mean, TARGET_RETURN, True)}")  # fmt: skip
+    for seed in args.seeds:
+        mine = {r["backend"]: r for r in rows if r["seed"] == seed}
+        for backend in (b for b in ("gym", "native") if b in mine and "sb3" in mine):
+            ratio = mine[backend]["wall_s"] / mine["sb3"]["wall_s"]
+            print(f"seed {seed}: {backend} / sb3 wall time {ratio:.3f}")
     for seed in args.seeds:
         mine = {r["backend"]: r for r in rows if r["seed"] == seed}
         if {"gym", "native"} <= mine.keys():
