@@ -200,7 +200,7 @@ def test_the_envs_own_preset_is_picked_by_auto(tmp_path):
 
 def test_another_env_drops_a_named_presets_env_options(tmp_path):
     params = load_text(tmp_path, "preset: gym_cartpole\nenv: {name: cartpole}\n")
-    assert params.env == EnvConfig("cartpole", num_envs=32)  # no bridge options
+    assert params.env == EnvConfig("cartpole", num_envs=8)  # no bridge options
     assert params.experiment().algo == PRESETS["gym_cartpole"].algo
 
 
