@@ -274,7 +274,7 @@ class SearchDimension(_Section):
         return [int(v) for v in ends] if self.type == "int" else ends
 
 
-SEARCHABLE_SECTIONS = ("env", "policy", "algorithm", "trainer")
+SEARCHABLE_SECTIONS = ("env", "policy", "algorithm", "trainer", "replay")
 
 
 class SearchParams(_Section):

@@ -410,3 +410,21 @@ def test_the_mujoco_search_runs_its_enqueued_trials_first(tmp_path, task):
     assert "enqueued" not in sampled.user_attrs
     for trial in (zoo, preset):  # both evaluated after 2,048 and 4,096 env steps
         assert sorted(trial.intermediate_values) == [1, 2]
+
+
+def test_the_sac_search_runs_rl_zoos_settings_first(tmp_path):
+    """A tiny version of search/mujoco_halfcheetah-sac.yaml (UTD and warm-up shrunk)."""
+    pytest.importorskip("mujoco")
+    data = yaml.safe_load((REPO / "search" / "mujoco_halfcheetah-sac.yaml").read_text())
+    data["trainer"] = {"total_env_steps": 1536, "eval_episodes": 1}
+    data["search"] |= {"n_trials": 2, "eval_every_env_steps": 768, "startup_trials": 2}
+    data["search"]["enqueue"][0]["replay"] |= {"warmup_steps": 1000, "batch_size": 128}
+    space = data["search"]["space"]  # the sampled trial: the space's cheaper half
+    space["replay"]["updates_per_step"]["choices"] = [0.5, 1.0]
+    space["replay"]["batch_size"]["choices"] = [128, 256]
+    space["policy"]["hidden_sizes"]["choices"] = [[256, 256]]
+    params, layout = parse_params(data), Layout(tmp_path)
+    assert search(params, layout)["complete"] == 2
+    zoo, sampled = open_study(params, layout).get_trials()
+    assert zoo.params["trainer.num_steps"] == "1" and zoo.params["algorithm.sac.lr"] == 3e-4
+    assert sorted(zoo.intermediate_values) == [1, 2] and "enqueued" not in sampled.user_attrs
