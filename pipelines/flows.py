@@ -239,7 +239,8 @@ def experiment_flow(
     variant: str | None = None,
     overrides: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the experiment's stages through DVC, then publish its metrics and report.
+    """Run the experiment's stages through DVC, publish its metrics and report, and push
+    its DVC-tracked outputs to the default remote when the project has one.
 
     Default: one task per stage, `dvc repro <stage>` in pipeline order (each is a no-op when
     DVC finds nothing changed). A named `variant` is one task, `dvc exp run --name VARIANT
@@ -270,7 +271,31 @@ def experiment_flow(
     if "report" in selected:
         keys["report"] = artifact_key(name, variant or "", "report")
         publish_report(str(root), keys["report"])
-    return {"experiment": name, "variant": variant, "metrics": metrics, "artifacts": keys}
+    remote = default_remote(root)
+    if remote is None:
+        get_run_logger().info(
+            "no default DVC remote: checkpoints and videos stay in this machine's DVC cache "
+            "(`dvc remote add -d NAME URL` shares them; see the guide)"
+        )
+    else:  # the outputs this run made (or found) go where other machines pull from
+        run_dvc(str(root), ["push"], label=f"push-{remote}")
+    return {
+        "experiment": name,
+        "variant": variant,
+        "metrics": metrics,
+        "artifacts": keys,
+        "pushed_to": remote,
+    }
+
+
+def default_remote(root: Path) -> str | None:
+    """The project's default DVC remote (`dvc remote default`), or None if it has none."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "remote", "default"],
+        cwd=root, env=_dvc_env(), capture_output=True, text=True,
+    )  # fmt: skip
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name else None
 
 
 class RegressionError(RuntimeError):

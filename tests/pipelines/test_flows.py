@@ -372,3 +372,42 @@ def test_search_flow_runs_the_search_stage_and_publishes_its_summary(
     assert result["metrics"]["metrics/search.json"] == {"trials": 3, "best_value": 7.0}
     assert artifact("search-search-summary").data == "# Search: tiny\n"
     assert not (project / "model.txt").exists()  # the experiment's stages did not run
+
+
+def test_a_run_pushed_to_the_remote_is_evaluated_in_another_clone_without_training(
+    prefect_api_url: str, tmp_path: Path
+):
+    """Machine A runs the flow, which pushes to the default remote (a local directory);
+    machine B clones the repository, pulls, and runs evaluate and video without training."""
+    (tmp_path / "a").mkdir()
+    first = make_project(tmp_path / "a")
+    store = tmp_path / "store"
+    git = ["git", "-c", "commit.gpgsign=false"]
+    for args in (
+        [*DVC, "remote", "add", "-d", "shared", str(store)],
+        ["git", "add", "-A"],
+        [*git, "commit", "-qm", "a shared remote"],
+    ):
+        subprocess.run(args, cwd=first, env=ENV, check=True, capture_output=True)
+    result = flows.experiment_flow(str(first), stages=["train"])
+    assert result["pushed_to"] == "shared" and any(store.rglob("*"))
+    for args in (["git", "add", "-A"], [*git, "commit", "-qm", "trained"]):
+        subprocess.run(args, cwd=first, env=ENV, check=True, capture_output=True)
+
+    second = tmp_path / "b"
+    subprocess.run(["git", "clone", "-q", str(first), str(second)], env=ENV, check=True)
+    assert not (second / "model.txt").exists()
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [*DVC, *args], cwd=second, env=ENV, check=True, capture_output=True, text=True
+    )
+    run("pull", "train")
+    assert (second / "model.txt").read_text() == "0.1"
+    out = run("repro", "video").stdout + run("repro", "evaluate").stdout
+    assert "Stage 'train' didn't change, skipping" in out
+    assert "Running stage 'train'" not in out
+    assert (second / "video.txt").read_text() == "frames"
+    assert json.loads((second / "metrics/eval.json").read_text()) == {"eval_return_mean": 500.0}
+
+
+def test_without_a_remote_nothing_is_pushed(tiny_run: tuple[Path, Any]):
+    assert tiny_run[1].result()["pushed_to"] is None
