@@ -7,7 +7,8 @@ and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local p
 committed experiment after `dvc exp run`; `params [--show]`: check params.yaml and show the
 resolved experiment. `import-config FILE.json`:
 an EmbodiChain training config as params.yaml.
-Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment.
+Prefect: `flow` runs the stages as one flow run; `serve` registers the scheduled deployment
+and runs it here; `deploy --pool NAME` registers the flows on a work pool for workers.
 Exit codes: 0 done, 1 the stage failed (message on stderr), 2 invalid params.yaml.
 """
 
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.serve import serve_main
 
         return serve_main(argv[1:])
+    if argv and argv[0] == "deploy":
+        from pipelines.deploy import deploy_main
+
+        return deploy_main(argv[1:])
     if argv and argv[0] == "import-config":
         from pipelines.import_config import import_config_main
 
@@ -253,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             "import-config",
             "flow",
             "serve",
+            "deploy",
         ],
     )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))

@@ -225,8 +225,13 @@ def exp_run_args(variant: str, overrides: list[str], stages: list[str]) -> list[
     return ["exp", "run", "--name", variant, *sets, *targets]
 
 
-def _project_root(project_dir: str) -> Path:
-    root = Path(project_dir).resolve()
+# Where a work pool's flow runs find their project: deployments on a pool name none, and each
+# worker sets this to its own clone (`python -m pipelines deploy`).
+PROJECT_DIR_ENV = "RLPLATFORM_PROJECT_DIR"
+
+
+def _project_root(project_dir: str | None) -> Path:
+    root = Path(project_dir or os.environ.get(PROJECT_DIR_ENV) or ".").resolve()
     if not (root / "dvc.yaml").is_file():
         raise ValueError(f"{root} has no dvc.yaml: the project dir must be the DVC project root")
     return root
@@ -234,7 +239,7 @@ def _project_root(project_dir: str) -> Path:
 
 @flow(name="experiment")
 def experiment_flow(
-    project_dir: str = ".",
+    project_dir: str | None = None,
     stages: list[str] | None = None,
     variant: str | None = None,
     overrides: list[str] | None = None,
@@ -321,7 +326,7 @@ def publish_verdict(verdict: Verdict, compare_page: str, key: str) -> None:
 
 
 @flow(name="nightly")
-def regression_flow(project_dir: str = ".") -> dict[str, Any]:
+def regression_flow(project_dir: str | None = None) -> dict[str, Any]:
     """The scheduled regression check (see `pipelines.regression`).
 
     `dvc exp run --temp --name nightly-YYYYMMDD-HHMM -S seeds=[...]` runs the committed

@@ -411,3 +411,46 @@ def test_a_run_pushed_to_the_remote_is_evaluated_in_another_clone_without_traini
 
 def test_without_a_remote_nothing_is_pushed(tiny_run: tuple[Path, Any]):
     assert tiny_run[1].result()["pushed_to"] is None
+
+
+def test_a_deployment_on_a_work_pool_runs_in_a_workers_own_clone(
+    prefect_api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """`deploy --pool` from clone A; a worker started in clone B runs the on-demand
+    deployment there (B's stages, B's outputs), and the artifacts are published."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    from pipelines.deploy import deploy_main
+
+    (tmp_path / "a").mkdir()
+    first = make_project(tmp_path / "a")
+    pool = f"pool-{tmp_path.name}"
+    assert deploy_main(["--pool", pool, "--project-dir", str(first)]) == 2
+    assert f"work pool {pool!r} does not exist" in capsys.readouterr().err
+    with get_client(sync_client=True) as client:
+        client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+    assert deploy_main(["--pool", pool, "--project-dir", str(first)]) == 0
+    assert f"deployed 'experiment/a-on-demand' on pool {pool!r}" in capsys.readouterr().out
+
+    second = tmp_path / "b"
+    subprocess.run(["git", "clone", "-q", str(first), str(second)], env=ENV, check=True)
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("experiment/a-on-demand")
+        assert deployment.work_pool_name == pool and deployment.parameters == {}
+        run = client.create_flow_run_from_deployment(deployment.id)
+    worker = subprocess.run(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--run-once"],
+        cwd=tmp_path,  # not a project: the flow must find B through the variable
+        env={**ENV, "PREFECT_API_URL": prefect_api_url, flows.PROJECT_DIR_ENV: str(second)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    with get_client(sync_client=True) as client:
+        finished = client.read_flow_run(run.id)
+    assert finished.state_name == "Completed", worker.stdout[-3000:] + worker.stderr[-3000:]
+    assert (second / "reports/run/report.md").is_file() and (second / "model.txt").is_file()
+    assert not (first / "model.txt").exists()  # A only deployed
+    with get_client(sync_client=True) as client:
+        reports = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tiny-report"]))
+        )
+    assert run.id in {report.flow_run_id for report in reports}
