@@ -15,6 +15,9 @@ Per seed, trains each backend's preset side by side:
 - native-compiled: the native run with its PPO loss through `torch.compile`
   (`Trainer(compile_loss=True)`, `runtime.compile` in params.yaml); compiling is part of
   its first update's time;
+- native-rlzoo: our PPO with RL Zoo's tuned HalfCheetah settings on the native env (the
+  first trial `search/mujoco_halfcheetah-ppo.yaml` enqueues: 1 env x 512 steps, 8
+  minibatches, 20 epochs, ReLU 256x256, observation and reward normalisation, ...);
 - sb3: Stable-Baselines3 PPO with RL Zoo's tuned HalfCheetah settings (`normalize: true`,
   i.e. VecNormalize of observations and rewards; 1 env x 512 steps, batch 64, 20 epochs,
   lr 2.0633e-5, ...), on HalfCheetah-v5, after the other backends of the seed (SB3 cannot
@@ -40,9 +43,14 @@ import dataclasses
 import importlib.util
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmarks.common import base_parser, print_table, setup, verdict, write_json
+from pipelines.params import apply_values, parse_params
+from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS
 from rlcore.trainer import Trainer
 
@@ -54,7 +62,8 @@ PRESET_OF = {
     "native": "mujoco_halfcheetah",
     "native-compiled": "mujoco_halfcheetah",
 }
-BACKENDS = [*PRESET_OF, "sb3"]
+BACKENDS = [*PRESET_OF, "native-rlzoo", "sb3"]
+SEARCH_FILE = Path(__file__).resolve().parents[1] / "search" / "mujoco_halfcheetah-ppo.yaml"
 EVAL_EPISODES = 8
 # RL Zoo's hyperparams/ppo.yml, HalfCheetah (v3/v4 entry; the same task as v5).
 ZOO_PPO = {
@@ -98,12 +107,25 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
+def rlzoo_config() -> ExperimentConfig:
+    """Our PPO with RL Zoo's HalfCheetah settings on the native env: the first trial that
+    search/mujoco_halfcheetah-ppo.yaml enqueues, evaluated on 10 episodes every ~100k steps."""
+    data = yaml.safe_load((SEARCH_FILE).read_text())
+    params = parse_params(data)
+    zoo = params.search.enqueue[0]
+    cfg = apply_values(params, {**params.search.overrides, **zoo}).experiment()
+    every = max(1, 100_000 // cfg.steps_per_iter)
+    return dataclasses.replace(
+        cfg, trainer=dataclasses.replace(cfg.trainer, eval_every_iters=every)
+    )
+
+
 class TimedRun:
     """One backend's trainer for one seed, advanced a turn (one iteration) at a time, with
     the seconds spent in its own turns."""
 
     def __init__(self, backend: str, seed: int, total_steps: int) -> None:
-        base = PRESETS[PRESET_OF[backend]]
+        base = rlzoo_config() if backend == "native-rlzoo" else PRESETS[PRESET_OF[backend]]
         cfg = dataclasses.replace(
             base,
             trainer=dataclasses.replace(base.trainer, seed=seed, total_env_steps=total_steps),
@@ -184,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for seed in args.seeds:
         ours = [b for b in backends if b != "sb3"]
-        names = ", ".join(f"{b} ({PRESETS[PRESET_OF[b]].env.name})" for b in ours)
+        names = ", ".join(f"{b} ({PRESETS[PRESET_OF.get(b, 'mujoco_halfcheetah')].env.name})"
+                          for b in ours)  # fmt: skip
         print(f"... seed {seed}: {names}", flush=True)
         rows.extend(run_side_by_side(ours, seed, args.total_steps) if ours else [])
         if "sb3" in backends:
