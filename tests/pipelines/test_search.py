@@ -20,6 +20,7 @@ from pipelines.search import open_study, search
 
 TINY = {
     "name": "tiny-search",
+    "preset": "none",  # the library's defaults: no stop target cutting a slow trial short
     "env": {"name": "cartpole", "num_envs": 8},
     "policy": {"hidden_sizes": [16], "activation": "relu"},
     "algorithm": {"ppo": {"num_epochs": 2, "num_minibatches": 2}},
