@@ -9,9 +9,10 @@ so far (pooled over data-parallel ranks, so all ranks scale alike) and clipped t
 where episodes can end early. The statistics take in a whole rollout before it is scaled
 (SB3 updates them step by step), which changes nothing after the first rollouts.
 
-Nothing is allocated after the first rollout: the return trace and the scaled rewards live
-in buffers reused every iteration. The statistics are shared state (saved with the
-algorithm); each env's running return is per-rank state (saved with the rank's envs).
+The return trace and the scaled rewards live in buffers allocated with the first rollout
+and reused every iteration (each rollout adds only the statistics' few scalars). The
+statistics are shared state (saved with the algorithm); each env's running return is
+per-rank state (saved with the rank's envs).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class ReturnNormalizer:
         if self._trace is None or self._trace.shape != reward.shape:
             self._trace = torch.empty(reward.shape, dtype=torch.float64, device=reward.device)
             self._scaled = torch.empty_like(reward)
+            self.stats.to(reward.device)
         if self.returns is None:
             self.returns = torch.zeros(num_envs, dtype=torch.float64, device=reward.device)
-        self.stats.to(reward.device)
         running, trace = self.returns, self._trace
         for t in range(num_steps):
             running.mul_(self.gamma).add_(reward[:, t])
