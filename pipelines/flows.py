@@ -243,9 +243,11 @@ def experiment_flow(
     stages: list[str] | None = None,
     variant: str | None = None,
     overrides: list[str] | None = None,
+    push: bool | None = None,
 ) -> dict[str, Any]:
     """Run the experiment's stages through DVC, publish its metrics and report, and push
-    its DVC-tracked outputs to the default remote when the project has one.
+    its DVC-tracked outputs to the default remote: when the project has one (`push` None),
+    always (True: no remote is an error before any stage runs), or never (False).
 
     Default: one task per stage, `dvc repro <stage>` in pipeline order (each is a no-op when
     DVC finds nothing changed). A named `variant` is one task, `dvc exp run --name VARIANT
@@ -258,6 +260,9 @@ def experiment_flow(
     root = _project_root(project_dir)
     name = load_params(root / "params.yaml").name
     selected = select_stages(stages)
+    remote = default_remote(root) if push is not False else None
+    if push and remote is None:
+        raise ValueError(NO_REMOTE)
     if variant is None:
         if overrides:
             raise ValueError("overrides need a variant name (dvc exp run --name)")
@@ -276,8 +281,7 @@ def experiment_flow(
     if "report" in selected:
         keys["report"] = artifact_key(name, variant or "", "report")
         publish_report(str(root), keys["report"])
-    remote = default_remote(root)
-    if remote is None:
+    if remote is None and push is None:
         get_run_logger().info(
             "no default DVC remote: checkpoints and videos stay in this machine's DVC cache "
             "(`dvc remote add -d NAME URL` shares them; see the guide)"
@@ -291,6 +295,12 @@ def experiment_flow(
         "artifacts": keys,
         "pushed_to": remote,
     }
+
+
+NO_REMOTE = (
+    "--push: this project has no default DVC remote: add one with `dvc remote add -d NAME "
+    "URL` (a directory for one machine, any DVC remote for many) and commit .dvc/config"
+)
 
 
 def default_remote(root: Path) -> str | None:
@@ -428,6 +438,11 @@ def _flow_parser() -> argparse.ArgumentParser:
         "-S", "--set-param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a param for the variant (dvc exp run -S); needs --variant",
     )  # fmt: skip
+    parser.add_argument(
+        "--push", action=argparse.BooleanOptionalAction, default=None,
+        help="dvc push the outputs after the stages (default: when a default remote is set; "
+        "--push without one is an error)",
+    )  # fmt: skip
     return parser
 
 
@@ -453,7 +468,12 @@ def flow_main(argv: list[str] | None = None) -> int:
         parser.error("--compare runs alone: drop --stages/--variant/--search")
     if args.regression and (args.variant or args.stages or args.search or args.compare is not None):
         parser.error("--regression runs alone: drop --stages/--variant/--search/--compare")
+    if args.push is not None and (args.search or args.regression or args.compare is not None):
+        parser.error("--push/--no-push apply to the experiment flow: drop them")
     if checked_params(args.project_dir) is None:
+        return 2
+    if args.push and default_remote(Path(args.project_dir)) is None:
+        print(f"error: {NO_REMOTE}", file=sys.stderr)
         return 2
     if args.search:
         state = search_flow(project_dir=args.project_dir, return_state=True)
@@ -467,6 +487,7 @@ def flow_main(argv: list[str] | None = None) -> int:
             stages=args.stages,
             variant=args.variant,
             overrides=args.overrides,
+            push=args.push,
             return_state=True,
         )
     result = state.result(raise_on_failure=False)

@@ -311,6 +311,47 @@ class SearchParams(_Section):
     storage: str | None = Field(
         None, description="null: the journal file outputs/search/journal.log; or a SQLAlchemy URL"
     )
+    heartbeat_s: int = Field(
+        60,
+        ge=1,
+        description="database storage only: how often a running trial tells the database "
+        "its worker is alive",
+    )
+    grace_s: int = Field(
+        300,
+        ge=1,
+        description="database storage only: a running trial silent this long belongs to a "
+        "dead worker; the next worker to look fails it and queues it again",
+    )
+    retries: int = Field(
+        2, ge=0, description="database storage only: how often a dead worker's trial is re-run"
+    )
+
+    @field_validator("storage")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(url)
+        except ArgumentError:
+            raise ValueError(
+                "not a database URL: use e.g. postgresql+psycopg://user:password@host:5432/"
+                "optuna, or null for the journal file"
+            ) from None
+        return url
+
+    @model_validator(mode="after")
+    def _grace_outlasts_heartbeat(self) -> SearchParams:
+        if self.grace_s <= self.heartbeat_s:
+            raise ValueError(
+                f"search.grace_s must exceed search.heartbeat_s ({self.heartbeat_s}), got "
+                f"{self.grace_s}: a live worker's trial would be failed between beats"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

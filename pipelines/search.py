@@ -11,10 +11,14 @@ The study lives in `search.storage`: by default Optuna's journal file
 `outputs/search/journal.log` (a persistent DVC output), or any SQLAlchemy URL (e.g.
 PostgreSQL) shared by workers on several machines. `search.n_trials` is the study's total:
 a resumed study runs only the trials it lacks. `--workers N` runs N processes on this
-machine against the same storage. The journal has no heartbeat, so trials a killed worker
-left RUNNING are marked FAILED when a search starts (not when it joins: `--join`); the
-journal's stale lock and torn last write, if the kill left any, are repaired then too
-(`pipelines.journal`).
+machine against the same storage.
+
+A worker that dies leaves its trial RUNNING. In a database, trials send heartbeats
+(`pipelines.database`): any worker fails a trial whose heartbeat stopped and runs it again,
+and workers whose study is full wait for the other workers' last trials so that none is
+lost. The journal has no heartbeat, so trials left RUNNING are marked FAILED when a search
+starts (not when it joins: `--join`); the journal's stale lock and torn last write, if the
+kill left any, are repaired then too (`pipelines.journal`).
 
 Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
 `outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`.
@@ -30,6 +34,7 @@ import json
 import math
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -43,8 +48,10 @@ from typing import Any
 import numpy as np
 import optuna
 import yaml
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from pipelines.database import StorageError, database_storage
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
@@ -61,6 +68,8 @@ OBJECTIVE_METRICS = {"return": "eval/episode_return", "success": "eval/success_r
 PLOTS = ("optimization_history", "param_importances", "intermediate_values")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entry as JSON
+WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
+WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
 
 
 class SearchError(RuntimeError):
@@ -73,10 +82,20 @@ class SearchError(RuntimeError):
 def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseStorage:
     if search.storage is not None:
         try:
-            return optuna.storages.RDBStorage(search.storage)
-        except Exception as exc:  # SQLAlchemy raises many kinds; all mean "cannot use it"
-            raise SearchError(f"search.storage {search.storage!r} cannot be used: {exc}") from exc
+            return database_storage(
+                search.storage, search.heartbeat_s, search.grace_s, search.retries
+            )
+        except StorageError as exc:
+            raise SearchError(str(exc)) from None
     return journal_storage(layout.search_journal)
+
+
+def has_heartbeat(study: optuna.Study) -> bool:
+    """Whether the study's trials send heartbeats (a database storage; not the journal)."""
+    storage = study._storage
+    return callable(getattr(storage, "get_heartbeat_interval", None)) and (
+        storage.get_heartbeat_interval() is not None
+    )
 
 
 def worker_seed(study_seed: int, worker: int) -> int:
@@ -126,7 +145,19 @@ def open_study(params: Params, layout: Layout, worker: int = 0) -> optuna.Study:
 
 
 def fail_stale_trials(study: optuna.Study) -> list[int]:
-    """Mark trials left RUNNING (by a killed worker) FAILED; return their numbers."""
+    """Mark trials left RUNNING (by a killed worker) FAILED; return their numbers.
+
+    With heartbeats, only trials whose heartbeat stopped, each queued again (up to
+    `search.retries` times); without (the journal), every RUNNING trial: safe only when no
+    other worker runs, i.e. when a search starts.
+    """
+    if has_heartbeat(study):
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        state = lambda t: study._storage.get_trial(t._trial_id).state  # noqa: E731
+        return [t.number for t in running if state(t) == TrialState.FAIL]
     stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     for trial in stale:
         study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
@@ -171,6 +202,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
     metric = OBJECTIVE_METRICS[search.objective]
 
     def run(trial: optuna.Trial) -> float:
+        trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
         values = sample(trial, search.space)
         cfg = apply_values(params, {**search.overrides, **values}).experiment()
         interval = search.eval_every_env_steps
@@ -227,9 +259,11 @@ def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, Froz
         value = "" if trial.value is None else f" value {trial.value:.4g}"
         wall = trial.duration.total_seconds() if trial.duration else float("nan")
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+        original = trial.system_attrs.get("failed_trial")  # set by the heartbeat's retry
+        retry = "" if original is None else f" (a retry of trial {original}, whose worker died)"
         progress.note(
-            f"[search] trial {trial.number} {trial.state.name.lower()}{value} in {wall:.1f}s "
-            f"({done}/{n_trials} finished): {shown}"
+            f"[search] trial {trial.number}{retry} {trial.state.name.lower()}{value} in "
+            f"{wall:.1f}s ({done}/{n_trials} finished): {shown}"
         )
         progress.update(done)  # trials of every worker: the study's rate and ETA
 
@@ -247,8 +281,13 @@ def _stop_at_total(n_trials: int) -> Callable[[optuna.Study, FrozenTrial], None]
 
 
 def _started(study: optuna.Study) -> list[FrozenTrial]:
-    """The study's trials, less the enqueued ones still waiting (they run within n_trials)."""
-    return [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
+    """The trials that count toward n_trials: all but those still waiting (enqueued ones
+    and retries run within n_trials) and the failed ones a retry replaces."""
+    trials = study.get_trials(deepcopy=False)
+    with warnings.catch_warnings():  # Optuna calls its retry bookkeeping experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retried = {n for t in trials for n in RetryHeartbeatStaleTrialCallback.retry_history(t)}
+    return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried]
 
 
 def enqueue(study: optuna.Study, search: SearchParams) -> int:
@@ -271,34 +310,70 @@ def enqueue(study: optuna.Study, search: SearchParams) -> int:
 def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     """Run trials in this process until the study has `n_trials` or the timeout passes.
 
-    `worker` numbers the process within the search (its sampler seed, `worker_seed`).
+    `worker` numbers the process within the search (its sampler seed, `worker_seed`). With
+    heartbeats, a worker whose study is full stays while other workers' trials run, and
+    re-runs any whose worker dies; one whose own trial was failed meanwhile (its heartbeat
+    stalled past `search.grace_s`) leaves that trial to its retry and goes on.
     """
     configure_cpu(params.runtime.threads)
     search = params.search
     study = open_study(params, layout, worker)
-    missing = search.n_trials - len(_started(study))
-    if missing <= 0:
+    if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
     progress = Progress("search", search.n_trials, "trials", initial=finished)
+    deadline = None if search.timeout_s is None else time.monotonic() + search.timeout_s
+    waiting_said = False
     try:
-        study.optimize(
-            objective(params),
-            n_trials=missing,
-            timeout=search.timeout_s,
-            catch=(NonFiniteError,),
-            callbacks=[_progress(search.n_trials, progress), _stop_at_total(search.n_trials)],
-            gc_after_trial=False,
-        )
-    except _TrialTakenOver as taken:
-        raise SearchError(
-            f"this worker's trial {taken.args[0]} was marked failed by another process (a "
-            f"search started while it ran); the worker stops, the study keeps every "
-            f"finished trial"
-        ) from None
+        while deadline is None or time.monotonic() < deadline:
+            missing = search.n_trials - len(_started(study))
+            if missing > 0:
+                try:
+                    study.optimize(
+                        objective(params),
+                        n_trials=missing,
+                        timeout=None if deadline is None else deadline - time.monotonic(),
+                        catch=(NonFiniteError,),
+                        callbacks=[
+                            _progress(search.n_trials, progress),
+                            _stop_at_total(search.n_trials),
+                        ],
+                        gc_after_trial=False,
+                    )
+                except _TrialTakenOver as taken:
+                    if not has_heartbeat(study):
+                        raise SearchError(
+                            f"this worker's trial {taken.args[0]} was marked failed by another "
+                            f"process (a search started while it ran); the worker stops, the "
+                            f"study keeps every finished trial"
+                        ) from None
+                    progress.note(
+                        f"[search] trial {taken.args[0]} was failed by another worker (no "
+                        f"heartbeat for {search.grace_s}s) and queued again; going on"
+                    )
+                continue
+            if not _others_running(study):
+                break
+            if not waiting_said:
+                progress.note(
+                    "[search] the study is full; waiting for the other workers' trials "
+                    "(a trial whose worker dies is run again here)"
+                )
+                waiting_said = True
+            time.sleep(min(search.heartbeat_s, WAIT_POLL_S))
+            for number in fail_stale_trials(study):
+                progress.note(f"[search] trial {number}'s worker stopped beating: queued again")
     finally:
         progress.close()
+
+
+def _others_running(study: optuna.Study) -> bool:
+    """Trials of other workers whose end this worker must wait for: only with heartbeats
+    (without, a dead worker's trial never ends, and nothing could retry it)."""
+    return has_heartbeat(study) and bool(
+        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    )
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -349,10 +424,15 @@ def search(
         for repair in recover_journal(layout.search_journal):
             print(f"[search] {repair}", flush=True)
     study = open_study(params, layout)
-    if not join:
+    if not join or has_heartbeat(study):  # with heartbeats, only the dead workers' trials
         stale = fail_stale_trials(study)
         if stale:
-            print(f"[search] trials {stale} were left running by a stopped worker: failed")
+            print(
+                f"[search] trials {stale} were left running by a stopped worker: failed"
+                + (" and queued again" if has_heartbeat(study) else ""),
+                flush=True,
+            )
+    if not join:
         waiting = enqueue(study, params.search)
         if waiting:
             print(f"[search] {waiting} enqueued trial(s) run first (search.enqueue)")

@@ -413,6 +413,19 @@ def test_without_a_remote_nothing_is_pushed(tiny_run: tuple[Path, Any]):
     assert tiny_run[1].result()["pushed_to"] is None
 
 
+def test_an_explicit_push_without_a_remote_is_one_line_before_any_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    project = make_project(tmp_path)
+    assert flows.flow_main(["--project-dir", str(project), "--push"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {flows.NO_REMOTE}"] and "dvc remote add -d NAME URL" in err[0]
+    assert not (project / "model.txt").exists()  # no stage ran
+    with pytest.raises(ValueError, match="no default DVC remote"):
+        flows.experiment_flow.fn(str(project), push=True)  # a deployment's parameters
+    assert not (project / "model.txt").exists()
+
+
 def test_a_deployment_on_a_work_pool_runs_in_a_workers_own_clone(
     prefect_api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
