@@ -4,7 +4,9 @@
 suite needs no system package. Its `get_server` only serves a Unix socket without passwords;
 the tests need what teams run: TCP on a port, a user with a password (SCRAM), so this starts
 the binaries itself. PostgreSQL refuses to run as root: as root, the server runs as the
-unprivileged user `pgserver` creates for the same reason.
+unprivileged user `pgserver` creates for the same reason, from a copy of the binaries in
+the server's temporary directory (the venv's own path, e.g. under /root, may be closed to
+that user; nothing outside the temporary directory is touched).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ PASSWORD = "s3cret-pw"
 SYSTEM_USER = "pgserver"  # pgserver's own name for it
 
 
-def binaries() -> Path:
+def installed() -> Path:
     import pgserver
 
-    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+    return Path(pgserver.__file__).parent / "pginstall"
 
 
 def free_port() -> int:
@@ -36,19 +38,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _as_server_user(root: Path) -> dict[str, object]:
-    """subprocess arguments that run a command as a user PostgreSQL accepts."""
+def _as_server_user(root: Path) -> tuple[Path, dict[str, object]]:
+    """The bin directory to run and the subprocess arguments that run it as a user
+    PostgreSQL accepts."""
     if os.geteuid() != 0:
-        return {}
-    from pgserver.utils import ensure_folder_permissions, ensure_user_exists
+        return installed() / "bin", {}
+    from pgserver.utils import ensure_user_exists
 
     ensure_user_exists(SYSTEM_USER)
     entry = pwd.getpwnam(SYSTEM_USER)
+    copy = root / "pgserver" / "pginstall"  # the binaries find their libraries at
+    shutil.copytree(installed(), copy, ignore=shutil.ignore_patterns("include"))
+    libs = installed().parent.parent / "pgserver.libs"  # $ORIGIN/../../../pgserver.libs
+    if libs.is_dir():
+        shutil.copytree(libs, root / "pgserver.libs")
     for path in [root, *root.rglob("*")]:
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-    ensure_folder_permissions(binaries(), 0o055)  # group/other read and execute
-    ensure_folder_permissions(binaries().parent / "lib", 0o044)
-    return {"user": entry.pw_uid, "group": entry.pw_gid}
+        os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+    return copy / "bin", {"user": entry.pw_uid, "group": entry.pw_gid}
 
 
 @contextmanager
@@ -57,10 +63,10 @@ def postgres() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="rl-pg-"))  # under /tmp: the server user can enter
     root.chmod(0o755)
     (root / "pw").write_text(PASSWORD)
-    runner = _as_server_user(root)
+    binaries, runner = _as_server_user(root)
     data, port = root / "data", free_port()
     run = lambda *args: subprocess.run(  # noqa: E731
-        [str(binaries() / args[0]), *args[1:]], check=True, capture_output=True, text=True,
+        [str(binaries / args[0]), *args[1:]], check=True, capture_output=True, text=True,
         cwd=root, **runner,
     )  # fmt: skip
     try:
@@ -71,7 +77,7 @@ def postgres() -> Iterator[str]:
         yield f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(
-            [str(binaries() / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            [str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
             capture_output=True, cwd=root, **runner,
         )  # fmt: skip
         shutil.rmtree(root, ignore_errors=True)
