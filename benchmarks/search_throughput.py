@@ -4,17 +4,19 @@ Run from the repository root (needs the `dev` extra: psycopg, and pgserver for t
 server):
 
     .venv/bin/python -m benchmarks.search_throughput
-    .venv/bin/python -m benchmarks.search_throughput --workers 1 3 --trials-per-worker 4
+    .venv/bin/python -m benchmarks.search_throughput --workers 1 3 --trials 30
     .venv/bin/python -m benchmarks.search_throughput --storage postgresql+psycopg://u:pw@h/db
 
 Starts a local PostgreSQL server (the `pgserver` wheel's binaries) unless `--storage` names
 one. For each worker count W, a fresh study of `--params`'s search section (the default
-study) with `W x --trials-per-worker` trials runs through `pipelines.search.search` with
-`--workers W` on that database: W processes, one torch thread each (`runtime.threads: 1`).
-The pruner is off, so every trial trains its whole budget and the rate does not depend on
-which trials a pruner happens to stop; the sampler is random, so trials do not wait on the
-model of the others. The rate is trials over the span from the first trial's start to the
-last one's end (interpreter start-up excluded), against the one-worker rate.
+study) runs through `pipelines.search.search` with `--workers W` on that database: W
+processes, one torch thread each (`runtime.threads: 1`). Every worker count runs the same
+`--trials` trials: values drawn once from the space (a seeded random sampler) and
+enqueued (`search.enqueue`), so the work is identical and only the parallelism differs;
+studies that sample on their own would compare different mixes of fast and slow trials.
+The pruner is off, so every trial trains to its budget or stop target as it would alone.
+The rate is trials over the span from the first trial's start to the last one's end
+(interpreter start-up excluded), against the one-worker rate.
 
 Target (issue 25): 3 workers >= 2.5x one worker's trials per minute. Trials are CPU-bound,
 so W workers can only gain while each has a core: the table prints the CPUs this process
@@ -36,7 +38,7 @@ import yaml
 from benchmarks.common import base_parser, print_table, setup, write_json
 from pipelines.layout import Layout
 from pipelines.params import load_params, parse_params, plain_data
-from pipelines.search import open_study, search
+from pipelines.search import open_study, sample, search
 
 TARGET_SPEEDUP_3 = 2.5
 
@@ -49,6 +51,18 @@ def local_postgres(root: Path) -> str:
     return server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+def drawn_trials(data: dict[str, Any], trials: int, seed: int) -> list[dict[str, Any]]:
+    """`trials` value sets drawn from the search space, the same for every worker count."""
+    space = parse_params(data).search.space
+    scratch = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    drawn = []
+    for _ in range(trials):
+        trial = scratch.ask()
+        drawn.append(sample(trial, space))
+        scratch.tell(trial, 0.0)
+    return drawn
+
+
 def study_data(params_path: Path, storage: str, workers: int, trials: int) -> dict[str, Any]:
     data = plain_data(yaml.safe_load(params_path.read_text()))
     search_section = {
@@ -57,7 +71,7 @@ def study_data(params_path: Path, storage: str, workers: int, trials: int) -> di
         "study_name": f"throughput-{workers}w-{os.getpid()}-{time.time_ns()}",
         "n_trials": trials,
         "pruner": "none",
-        "sampler": "random",
+        "enqueue": drawn_trials(data, trials, seed=0),
     }
     return {**data, "search": search_section, "runtime": {**data.get("runtime", {}), "threads": 1}}
 
@@ -104,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--trials-per-worker", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=18, help="per worker count")
     parser.add_argument("--storage", default=None, help="a database URL; default: local")
     args = parser.parse_args(argv)
     meta = setup(args, "Search throughput on PostgreSQL", method="one study per worker count")
@@ -114,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         storage = args.storage or local_postgres(root / "pg")
         rows = []
         for workers in args.workers:
-            data = study_data(args.params, storage, workers, workers * args.trials_per_worker)
+            data = study_data(args.params, storage, workers, args.trials)
             rows.append(measure(root, data, workers))
     base = next((r["per_min"] for r in rows if r["workers"] == 1), None)
     for row in rows:
