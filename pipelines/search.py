@@ -524,7 +524,10 @@ def _set_flags(trial: FrozenTrial, params: Params) -> list[str]:
 
 
 def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Path) -> None:
-    columns = ["number", "state", "value", *search.space, "evaluations", "duration_s"]
+    columns = [
+        "number", "state", "value", *search.space, "evaluations", "duration_s", "worker",
+        "retry_of",
+    ]  # fmt: skip
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, columns)
     writer.writeheader()
@@ -535,6 +538,8 @@ def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Pat
             "value": t.value,
             "evaluations": len(t.intermediate_values),
             "duration_s": round(t.duration.total_seconds(), 3) if t.duration else None,
+            "worker": t.user_attrs.get(WORKER),  # host:pid
+            "retry_of": t.system_attrs.get("failed_trial"),  # a dead worker's trial
         }
         row |= {k: json.dumps(v) for k, v in trial_values(t, search.space).items()}
         writer.writerow(row)

@@ -9,6 +9,7 @@ repeats the kill-a-worker test (the suite runs it once).
 """
 
 import contextlib
+import csv
 import os
 import signal
 import socket
@@ -145,6 +146,10 @@ def test_a_killed_workers_trial_is_retried_and_the_study_completes(database, tmp
     assert owners <= {f"{socket.gethostname()}:{p.pid}" for p in procs[:2]}
     said = f"trial {retries[0].number} (a retry of trial {killed.number}, whose worker died)"
     assert said in outs[0] + outs[1]
+    with (a / "reports" / "search" / "trials.csv").open() as f:
+        rows = {int(row["number"]): row for row in csv.DictReader(f)}
+    assert rows[retries[0].number]["retry_of"] == str(killed.number)
+    assert rows[killed.number]["worker"] == f"{socket.gethostname()}:{victim.pid}"
 
 
 def run_cli(directory: Path, data: dict) -> subprocess.CompletedProcess:
