@@ -107,13 +107,14 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
-def rlzoo_config() -> ExperimentConfig:
+def rlzoo_config(changes: dict[str, Any] | None = None) -> ExperimentConfig:
     """Our PPO with RL Zoo's HalfCheetah settings on the native env: the first trial that
-    search/mujoco_halfcheetah-ppo.yaml enqueues, evaluated on 10 episodes every ~100k steps."""
+    search/mujoco_halfcheetah-ppo.yaml enqueues, evaluated on 10 episodes every ~100k steps;
+    `changes` (params paths -> values) on top."""
     data = yaml.safe_load((SEARCH_FILE).read_text())
     params = parse_params(data)
     zoo = params.search.enqueue[0]
-    cfg = apply_values(params, {**params.search.overrides, **zoo}).experiment()
+    cfg = apply_values(params, {**params.search.overrides, **zoo, **(changes or {})}).experiment()
     every = max(1, 100_000 // cfg.steps_per_iter)
     return dataclasses.replace(
         cfg, trainer=dataclasses.replace(cfg.trainer, eval_every_iters=every)
@@ -124,8 +125,13 @@ class TimedRun:
     """One backend's trainer for one seed, advanced a turn (one iteration) at a time, with
     the seconds spent in its own turns."""
 
-    def __init__(self, backend: str, seed: int, total_steps: int) -> None:
-        base = rlzoo_config() if backend == "native-rlzoo" else PRESETS[PRESET_OF[backend]]
+    def __init__(
+        self, backend: str, seed: int, total_steps: int, zoo_changes: dict[str, Any] | None = None
+    ) -> None:
+        if backend == "native-rlzoo":
+            base = rlzoo_config(zoo_changes)
+        else:
+            base = PRESETS[PRESET_OF[backend]]
         cfg = dataclasses.replace(
             base,
             trainer=dataclasses.replace(base.trainer, seed=seed, total_env_steps=total_steps),
@@ -172,12 +178,14 @@ class TimedRun:
         }
 
 
-def run_side_by_side(backends: list[str], seed: int, total_steps: int) -> list[dict[str, Any]]:
+def run_side_by_side(
+    backends: list[str], seed: int, total_steps: int, zoo_changes: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Train every backend on `seed`, taking turns one iteration at a time."""
     runs: list[TimedRun] = []
     try:
         for backend in backends:
-            runs.append(TimedRun(backend, seed, total_steps))
+            runs.append(TimedRun(backend, seed, total_steps, zoo_changes))
         while not all(run.finished for run in runs):
             for run in runs:
                 if not run.finished:
@@ -193,7 +201,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--total-steps", type=int, default=1_000_000)
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=["gym"])
+    parser.add_argument(
+        "--zoo-set", nargs="+", default=[], metavar="PATH=VALUE",
+        help="native-rlzoo: change RL Zoo's settings, e.g. env.num_envs=8 (values as YAML)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    zoo_changes = {}
+    for item in args.zoo_set:
+        path, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--zoo-set takes PATH=VALUE, got {item!r}")
+        zoo_changes[path] = yaml.safe_load(value)
     if importlib.util.find_spec("mujoco") is None:
         raise SystemExit('mujoco is not installed: pip install -e ".[mujoco]"')
     backends = list(dict.fromkeys(args.backends))
@@ -209,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         names = ", ".join(f"{b} ({PRESETS[PRESET_OF.get(b, 'mujoco_halfcheetah')].env.name})"
                           for b in ours)  # fmt: skip
         print(f"... seed {seed}: {names}", flush=True)
-        rows.extend(run_side_by_side(ours, seed, args.total_steps) if ours else [])
+        rows.extend(run_side_by_side(ours, seed, args.total_steps, zoo_changes) if ours else [])
         if "sb3" in backends:
             print(f"... seed {seed}: sb3 (RL Zoo PPO, HalfCheetah-v5)", flush=True)
             rows.append(run_sb3(seed, args.total_steps))

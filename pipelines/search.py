@@ -222,6 +222,8 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                     return
                 _check_still_running(trial)
                 step = offset + env_steps // interval if interval else evaluations
+                if step in trial.storage.get_trial(trial._trial_id).intermediate_values:
+                    return  # the final evaluation, in the last periodic one's interval
                 trial.report(metrics[metric], step)
                 evaluations += 1
                 if trial.should_prune():

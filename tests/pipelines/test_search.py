@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import optuna
@@ -429,3 +430,18 @@ def test_the_sac_search_runs_rl_zoos_settings_first(tmp_path):
     zoo, sampled = open_study(params, layout).get_trials()
     assert zoo.params["trainer.num_steps"] == "1" and zoo.params["algorithm.sac.lr"] == 3e-4
     assert sorted(zoo.intermediate_values) == [1, 2] and "enqueued" not in sampled.user_attrs
+
+
+def test_a_final_evaluation_inside_the_last_reported_interval_is_not_reported_twice(tmp_path):
+    """640 env steps evaluated every 256: reports at steps 1 (256) and 2 (512); the final
+    evaluation (640, also step 2) is the objective, not a second report Optuna would warn
+    about and ignore."""
+    data = with_search(n_trials=1, pruner="none", eval_every_env_steps=256)
+    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 5}
+    params, layout = parse_params(data), Layout(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert search(params, layout)["complete"] == 1
+    assert not [w for w in caught if "already reported" in str(w.message)]
+    (trial,) = open_study(params, layout).get_trials()
+    assert sorted(trial.intermediate_values) == [1, 2]
