@@ -72,8 +72,11 @@ def database_storage(
 def _missing_driver(url: str) -> str:
     parsed = make_url(url)
     driver = parsed.get_driver_name()
-    fix = POSTGRES_EXTRA if parsed.get_backend_name() == "postgresql" else f"install {driver}"
-    if parsed.get_backend_name() == "postgresql" and driver != "psycopg":
+    if parsed.get_backend_name() != "postgresql":
+        fix = f"install {driver}"
+    elif driver == "psycopg":
+        fix = POSTGRES_EXTRA
+    else:
         fix = f"pip install {driver}, or write postgresql+psycopg:// and {POSTGRES_EXTRA}"
     return f"search.storage {shown_url(url)}: its driver {driver!r} is not installed: {fix}"
 

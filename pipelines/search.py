@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import optuna
 import yaml
-from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from pipelines.database import StorageError, database_storage
@@ -88,6 +87,12 @@ def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseSt
         except StorageError as exc:
             raise SearchError(str(exc)) from None
     return journal_storage(layout.search_journal)
+
+
+def retry_of(trial: FrozenTrial) -> int | None:
+    """The dead worker's trial this one re-runs (the system attributes Optuna's
+    `RetryHeartbeatStaleTrialCallback` writes: `failed_trial`, the first of `retry_history`)."""
+    return trial.system_attrs.get("failed_trial")
 
 
 def has_heartbeat(study: optuna.Study) -> bool:
@@ -220,9 +225,9 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
-                _check_still_running(trial)
+                stored = _check_still_running(trial)
                 step = offset + env_steps // interval if interval else evaluations
-                if step in trial.storage.get_trial(trial._trial_id).intermediate_values:
+                if step in stored.intermediate_values:
                     return  # the final evaluation, in the last periodic one's interval
                 trial.report(metrics[metric], step)
                 evaluations += 1
@@ -247,9 +252,12 @@ class _TrialTakenOver(BaseException):
     does not try to tell the finished trial FAIL again (which it cannot: it raises)."""
 
 
-def _check_still_running(trial: optuna.Trial) -> None:
-    if trial.study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+def _check_still_running(trial: optuna.Trial) -> FrozenTrial:
+    """The trial as stored, if it is still this worker's to finish."""
+    stored = trial.study._storage.get_trial(trial._trial_id)
+    if stored.state != TrialState.RUNNING:
         raise _TrialTakenOver(trial.number)
+    return stored
 
 
 # --- running the study ----------------------------------------------------------------
@@ -261,7 +269,7 @@ def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, Froz
         value = "" if trial.value is None else f" value {trial.value:.4g}"
         wall = trial.duration.total_seconds() if trial.duration else float("nan")
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
-        original = trial.system_attrs.get("failed_trial")  # set by the heartbeat's retry
+        original = retry_of(trial)
         retry = "" if original is None else f" (a retry of trial {original}, whose worker died)"
         progress.note(
             f"[search] trial {trial.number}{retry} {trial.state.name.lower()}{value} in "
@@ -286,9 +294,7 @@ def _started(study: optuna.Study) -> list[FrozenTrial]:
     """The trials that count toward n_trials: all but those still waiting (enqueued ones
     and retries run within n_trials) and the failed ones a retry replaces."""
     trials = study.get_trials(deepcopy=False)
-    with warnings.catch_warnings():  # Optuna calls its retry bookkeeping experimental
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        retried = {n for t in trials for n in RetryHeartbeatStaleTrialCallback.retry_history(t)}
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
     return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried]
 
 
@@ -541,7 +547,7 @@ def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Pat
             "evaluations": len(t.intermediate_values),
             "duration_s": round(t.duration.total_seconds(), 3) if t.duration else None,
             "worker": t.user_attrs.get(WORKER),  # host:pid
-            "retry_of": t.system_attrs.get("failed_trial"),  # a dead worker's trial
+            "retry_of": retry_of(t),
         }
         row |= {k: json.dumps(v) for k, v in trial_values(t, search.space).items()}
         writer.writerow(row)
