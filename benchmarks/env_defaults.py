@@ -1,4 +1,4 @@
-"""Changing only `env.name`: the task-family defaults against Stable-Baselines3's defaults.
+"""Changing only `env.name`: what `preset: auto` picks against Stable-Baselines3's defaults.
 
 Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo envs):
 
@@ -7,8 +7,9 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
     .venv/bin/python -m benchmarks.env_defaults --envs mujoco:Hopper --impls ours --steps 1000000
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
-`env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's task-family settings,
-`pipelines.params`), for `--steps` env steps (default 300k; Pendulum 100k); SB3 is
+`env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
+one, HalfCheetah-v5's and Hopper-v5's, else its task family's settings; `pipelines.params`),
+for `--steps` env steps (default 300k; Pendulum 100k); SB3 is
 `PPO("MlpPolicy", env)` with every default (one env). A name with a prefix
 (`mujoco:Hopper`, the native batched task) is trained as is, by ours alone. The two take
 turns per seed. Each is then evaluated on 10 deterministic episodes with seeds training
