@@ -201,7 +201,8 @@ def run_search(argv: list[str]) -> int:
                 die_with_parent(args.parent_pid)
             run_worker(params, Layout(), worker=args.worker)
         else:
-            search(params, workers=args.workers, join=args.join, params_path=args.params)
+            layout = Layout().for_search_params(args.params, params.search.study_name)
+            search(params, layout, args.workers, args.join, params_path=args.params)
 
     return _guarded(
         "search", args.params, run, _search_errors, "the study keeps every finished trial"

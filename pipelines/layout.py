@@ -8,6 +8,7 @@ run report and the search are per experiment.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +17,20 @@ from pathlib import Path
 class Layout:
     root: Path = Path(".")
     seed: int = 0
+    # A study run from a params file other than the project's: its reports go under its own
+    # name, so it never overwrites the default study's (which DVC tracks).
+    search_name: str = ""
 
     def for_seed(self, seed: int) -> Layout:
         return dataclasses.replace(self, seed=seed)
+
+    def for_search_params(self, params_path: Path, study_name: str) -> Layout:
+        """The layout of a search run with `--params params_path`: the project's params.yaml
+        keeps the plain paths; any other file writes `reports/search/<study_name>/`,
+        `metrics/search-<study_name>.json` and `outputs/search/html/<study_name>/`."""
+        if Path(params_path).resolve() == (self.root / "params.yaml").resolve():
+            return self
+        return dataclasses.replace(self, search_name=re.sub(r"[^\w.-]+", "-", study_name))
 
     @property
     def seed_metrics(self) -> Path:
@@ -117,13 +129,14 @@ class Layout:
 
     @property
     def search_reports(self) -> Path:
-        return self.root / "reports" / "search"
+        return self.root / "reports" / "search" / self.search_name
 
     @property
     def search_metrics(self) -> Path:
-        return self.root / "metrics" / "search.json"
+        name = f"search-{self.search_name}.json" if self.search_name else "search.json"
+        return self.root / "metrics" / name
 
     @property
     def search_html(self) -> Path:
         """Self-contained interactive plots (several MB each: cached by DVC, not in git)."""
-        return self.root / "outputs" / "search" / "html"
+        return self.root / "outputs" / "search" / "html" / self.search_name

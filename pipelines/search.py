@@ -21,7 +21,8 @@ starts (not when it joins: `--join`); the journal's stale lock and torn last wri
 kill left any, are repaired then too (`pipelines.journal`).
 
 Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
-`outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`.
+`outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`; for a
+params file other than the project's, under the study's name (`Layout.for_search_params`).
 """
 
 from __future__ import annotations
@@ -467,6 +468,7 @@ def search(
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     write_json(layout.search_metrics, summary)
     print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
+    print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
     if any(codes):
         _check_nothing_lost(study, params.search.n_trials, codes)
     return summary

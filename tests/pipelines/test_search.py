@@ -247,6 +247,35 @@ def test_search_cli_rejects_bad_params_with_one_line(tmp_path):
     assert "search.sampler" in out and "Traceback" not in out
 
 
+def test_a_study_of_another_params_file_keeps_its_reports_apart(tmp_path):
+    """`search --params search/other.yaml` must not overwrite the default study's reports
+    (DVC tracks them): its own go under its study name."""
+    default = with_search(n_trials=2, pruner="none")
+    proc = run_cli(tmp_path, data=default)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    summary = (tmp_path / "reports" / "search" / "summary.md").read_text()
+
+    (tmp_path / "search").mkdir()
+    other = with_search(n_trials=2, pruner="none", study_name="other study")
+    (tmp_path / "search" / "other.yaml").write_text(yaml.safe_dump(other))
+    proc = run_cli(tmp_path, "--params", "search/other.yaml", data=default)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert "reports: reports/search/other-study/" in out
+
+    own = Layout(tmp_path).for_search_params(tmp_path / "search" / "other.yaml", "other study")
+    assert own.search_reports == tmp_path / "reports" / "search" / "other-study"
+    assert "# Search: other study" in (own.search_reports / "summary.md").read_text()
+    assert len(read_trials(own)) == 2
+    assert (own.search_html / "optimization_history.html").exists()
+    assert own.search_metrics == tmp_path / "metrics" / "search-other-study.json"
+    assert own.search_metrics.exists()
+    # The default study's reports are untouched, and its params file keeps the plain paths.
+    assert (tmp_path / "reports" / "search" / "summary.md").read_text() == summary
+    assert Layout(tmp_path).for_search_params(tmp_path / "params.yaml", "x") == Layout(tmp_path)
+
+
 def test_study_objects_use_the_configured_sampler_and_pruner(tmp_path):
     study = open_study(parse_params(with_search(sampler="random", pruner="none")), Layout(tmp_path))
     assert isinstance(study.sampler, optuna.samplers.RandomSampler)
@@ -286,8 +315,11 @@ def test_parallel_workers_sample_different_trials(tmp_path):
 
 
 def slow_trials(n_trials):
+    """Trials of ~12 s: longer than a worker process takes to start (3-6 s on a loaded
+    machine), so the search's own first trial is still running when the worker's starts.
+    (At ~3 s it sometimes finished first and took both trials.)"""
     data = with_search(n_trials=n_trials, pruner="none", overrides={"trainer.eval_every_iters": 8})
-    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 400}
+    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 1600}
     return data
 
 
