@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class Check:
     def value(self) -> float:
         return float(np.mean(self.nightly))
 
-    @property
+    @cached_property  # read by `status` and `describe`: one t-test per check
     def p(self) -> float:
         return worse_p(list(self.baseline), list(self.nightly), self.higher_is_better)
 
