@@ -107,6 +107,11 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
             "eval_s": eval_s, "eval_return": float(mean)}  # fmt: skip
 
 
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample std (0 for a single value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
 
 
@@ -251,11 +256,12 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     print()
     for backend in backends:
-        returns = [r["eval_return"] for r in rows if r["backend"] == backend]
-        mean = statistics.fmean(returns)
-        std = statistics.stdev(returns) if len(returns) > 1 else 0.0
+        mine = [r for r in rows if r["backend"] == backend]
+        mean, std = mean_std([r["eval_return"] for r in mine])
+        wall, wall_std = mean_std([r["wall_s"] for r in mine])
         print(f"{backend}: eval return over seeds {mean:,.1f} +- {std:,.1f} (target >= "
-              f"{TARGET_RETURN:,.0f}): {verdict(mean, TARGET_RETURN, True)}")  # fmt: skip
+              f"{TARGET_RETURN:,.0f}): {verdict(mean, TARGET_RETURN, True)}; wall time "
+              f"{wall:,.1f} +- {wall_std:,.1f} s")  # fmt: skip
     for seed in args.seeds:
         mine = {r["backend"]: r for r in rows if r["seed"] == seed}
         for backend in (b for b in mine if b != "sb3" and "sb3" in mine):
