@@ -196,12 +196,12 @@ def run_search(argv: list[str]) -> int:
     def run(params: Params) -> None:
         from pipelines.search import die_with_parent, run_worker, search
 
+        layout = Layout().for_search_params(args.params, params.search.study_name)
         if args.worker is not None:
             if args.parent_pid is not None:
                 die_with_parent(args.parent_pid)
-            run_worker(params, Layout(), worker=args.worker)
+            run_worker(params, layout, worker=args.worker)
         else:
-            layout = Layout().for_search_params(args.params, params.search.study_name)
             search(params, layout, args.workers, args.join, params_path=args.params)
 
     return _guarded(

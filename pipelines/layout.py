@@ -18,7 +18,7 @@ class Layout:
     root: Path = Path(".")
     seed: int = 0
     # A study run from a params file other than the project's: its reports go under its own
-    # name, so it never overwrites the default study's (which DVC tracks).
+    # name, so it never touches the default study's (which DVC tracks).
     search_name: str = ""
 
     def for_seed(self, seed: int) -> Layout:
@@ -26,8 +26,10 @@ class Layout:
 
     def for_search_params(self, params_path: Path, study_name: str) -> Layout:
         """The layout of a search run with `--params params_path`: the project's params.yaml
-        keeps the plain paths; any other file writes `reports/search/<study_name>/`,
-        `metrics/search-<study_name>.json` and `outputs/search/html/<study_name>/`."""
+        keeps the plain paths; any other file writes `reports/search-<study_name>/`,
+        `metrics/search-<study_name>.json` and `outputs/search-<study_name>/html/`, beside
+        (not inside) the default study's DVC outputs. The journal stays shared (one file
+        holds many studies, by name)."""
         if Path(params_path).resolve() == (self.root / "params.yaml").resolve():
             return self
         return dataclasses.replace(self, search_name=re.sub(r"[^\w.-]+", "-", study_name))
@@ -128,15 +130,18 @@ class Layout:
         return self.root / "outputs" / "search" / "journal.log"
 
     @property
+    def _search_dir(self) -> str:
+        return f"search-{self.search_name}" if self.search_name else "search"
+
+    @property
     def search_reports(self) -> Path:
-        return self.root / "reports" / "search" / self.search_name
+        return self.root / "reports" / self._search_dir
 
     @property
     def search_metrics(self) -> Path:
-        name = f"search-{self.search_name}.json" if self.search_name else "search.json"
-        return self.root / "metrics" / name
+        return self.root / "metrics" / f"{self._search_dir}.json"
 
     @property
     def search_html(self) -> Path:
         """Self-contained interactive plots (several MB each: cached by DVC, not in git)."""
-        return self.root / "outputs" / "search" / "html" / self.search_name
+        return self.root / "outputs" / self._search_dir / "html"

@@ -22,7 +22,8 @@ kill left any, are repaired then too (`pipelines.journal`).
 
 Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
 `outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`; for a
-params file other than the project's, under the study's name (`Layout.for_search_params`).
+params file other than the project's, the same beside them under the study's name
+(`reports/search-<study_name>/`, ...: `Layout.for_search_params`).
 """
 
 from __future__ import annotations
@@ -522,7 +523,9 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
         summary |= {"best_value": best.value, "best_trial": best.number}
     plots = _write_plots(study, out, layout.search_html)
     html = os.path.relpath(layout.search_html, out)
-    write_text(out / "summary.md", _summary_markdown(study, params, best, counts, plots, html))
+    own_file = bool(layout.search_name)
+    summary_md = _summary_markdown(study, params, best, counts, plots, html, own_file)
+    write_text(out / "summary.md", summary_md)
     return summary
 
 
@@ -593,7 +596,9 @@ def _summary_markdown(
     counts: dict[str, int],
     plots: list[str],
     html: str,
+    own_file: bool = False,
 ) -> str:
+    """`own_file`: the study ran from a params file other than the project's params.yaml."""
     search = params.search
     lines = [
         f"# Search: {search.study_name}",
@@ -602,7 +607,9 @@ def _summary_markdown(
         f"objective: {search.direction} final evaluation {search.objective} "
         f"(mean over {search.seeds_per_trial} seed(s)).",
         "",
-        "Trials: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n),
+        "Trials: "
+        + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+        + f" ({sum(counts.values())} of `n_trials` {search.n_trials}).",
         "",
     ]
     if best is not None:
@@ -610,6 +617,18 @@ def _summary_markdown(
             f"**Best: trial {best.number}, {search.objective} {best.value:.4g}** "
             "(`best_params.yaml`).",
             "",
+        ]
+    if best is not None and own_file:
+        lines += [
+            "This study ran from its own params file, not the project's `params.yaml`. To "
+            "confirm the best trial as a DVC experiment, make that file's experiment the "
+            "project's (copy it to `params.yaml` without its `search` section, with the "
+            "budget and `seeds` to confirm on), merge `best_params.yaml` into it, and run "
+            "`dvc exp run`.",
+            "",
+        ]
+    elif best is not None:
+        lines += [
             f"To confirm it on every seed of `seeds` {params.seeds} as a DVC experiment, and "
             "compare it with the baseline:",
             "",

@@ -248,8 +248,8 @@ def test_search_cli_rejects_bad_params_with_one_line(tmp_path):
 
 
 def test_a_study_of_another_params_file_keeps_its_reports_apart(tmp_path):
-    """`search --params search/other.yaml` must not overwrite the default study's reports
-    (DVC tracks them): its own go under its study name."""
+    """`search --params search/other.yaml` must not touch the default study's reports (DVC
+    tracks them): its own go beside them, under its study name."""
     default = with_search(n_trials=2, pruner="none")
     proc = run_cli(tmp_path, data=default)
     out, _ = proc.communicate(timeout=300)
@@ -262,11 +262,17 @@ def test_a_study_of_another_params_file_keeps_its_reports_apart(tmp_path):
     proc = run_cli(tmp_path, "--params", "search/other.yaml", data=default)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    assert "reports: reports/search/other-study/" in out
+    assert "reports: reports/search-other-study/" in out
 
     own = Layout(tmp_path).for_search_params(tmp_path / "search" / "other.yaml", "other study")
-    assert own.search_reports == tmp_path / "reports" / "search" / "other-study"
-    assert "# Search: other study" in (own.search_reports / "summary.md").read_text()
+    assert own.search_reports == tmp_path / "reports" / "search-other-study"
+    assert own.search_html == tmp_path / "outputs" / "search-other-study" / "html"
+    assert own.search_journal == Layout(tmp_path).search_journal  # one journal, many studies
+    own_summary = (own.search_reports / "summary.md").read_text()
+    assert "# Search: other study" in own_summary and "(2 of `n_trials` 2)" in own_summary
+    assert (
+        "ran from its own params file" in own_summary and "dvc exp run dvc.yaml" not in own_summary
+    )
     assert len(read_trials(own)) == 2
     assert (own.search_html / "optimization_history.html").exists()
     assert own.search_metrics == tmp_path / "metrics" / "search-other-study.json"

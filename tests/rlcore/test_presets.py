@@ -44,7 +44,7 @@ def test_auto_prefers_the_envs_own_preset_then_its_family_then_the_library():
     tuned = choose_preset("auto", "gymnasium:HalfCheetah-v5", "ppo")
     assert tuned.config is PRESETS["gym_halfcheetah"] and not tuned.generic
     family = choose_preset("auto", "mujoco:Walker2d", "ppo")
-    assert family.config is PRESETS["gym_hopper"] and family.generic
+    assert family.config is PRESETS["gym_locomotion"] and family.generic
     assert "MuJoCo locomotion" in family.description
     library = choose_preset("auto", "cartpole", "sac")  # no SAC for discrete actions
     assert library.config is None and "no sac defaults" in library.description
