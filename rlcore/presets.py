@@ -75,10 +75,11 @@ PRESETS["gym_cartpole"] = ExperimentConfig(
 )
 # MuJoCo locomotion, CleanRL-like PPO: tanh 64x64, normalised observations, linear lr decay,
 # rewards scaled by 0.1, 8 sync envs x 256 steps. Cheap and general: the MuJoCo family's
-# defaults (what a Gymnasium MuJoCo env without a preset of its own gets). On Hopper at 1M
-# env steps: 2,488 +- 1,036 (Gymnasium) and 2,987 +- 868 (native), 3 seeds, one stalling.
+# defaults (what a Gymnasium MuJoCo env without a preset of its own gets), here on Walker2d,
+# which has none (each env has at most one preset: `auto` finds it by name). On Hopper at
+# 1M env steps: 2,488 +- 1,036 (Gymnasium) and 2,987 +- 868 (native), 3 seeds, one stalling.
 PRESETS["gym_locomotion"] = ExperimentConfig(
-    env=EnvConfig("gymnasium:Hopper-v5", num_envs=8),
+    env=EnvConfig("gymnasium:Walker2d-v5", num_envs=8),
     policy=PolicyConfig(activation="tanh", normalize_obs=True, init_log_std=0.0),
     algo=PPOConfig(
         lr=3e-4, lr_schedule="linear", reward_scale=0.1, num_epochs=10, num_minibatches=32
@@ -89,8 +90,9 @@ PRESETS["gym_locomotion"] = ExperimentConfig(
 )
 # Hopper: the best trial of the platform's own study (search/mujoco_hopper-ppo.yaml, trial 34
 # of 35, reports/search-mujoco_hopper-ppo/): those settings with log-std -0.57, 12 epochs,
-# gamma 0.995, GAE 0.946, lr 3.59e-4, smaller value and gradient-norm coefficients. Native,
-# 1M env steps, on seeds the study never saw: 3,362.6 +- 60 (benchmarks/README.md).
+# gamma 0.995, GAE 0.946, lr 3.59e-4, smaller value and gradient-norm coefficients. 1M env
+# steps on seeds the study never saw: 3,362.6 +- 60 natively, 3,535.6 +- 148 through the
+# Gymnasium bridge (benchmarks/README.md).
 PRESETS["mujoco_hopper"] = dataclasses.replace(
     PRESETS["gym_locomotion"],
     env=EnvConfig("mujoco:Hopper", num_envs=8, options={"nthread": 1}),
@@ -116,9 +118,9 @@ PRESETS["gym_hopper"] = dataclasses.replace(
 # HalfCheetah: RL Zoo's tuned PPO (ReLU 256x256, log-std -2, observation and return
 # normalisation, gamma 0.98, GAE 0.92, clip 0.1, lr 2.06e-5 constant, 20 epochs, its entropy
 # and value coefficients) with its 512 env steps per iteration batched as 8 envs x 64 steps
-# and learnt from in 4 minibatches of 128 (RL Zoo: 1 env x 512, 8 of 64). Native, 1M env
-# steps: 5,406.9 +- 688 over 5 seeds, 0.44x the wall time of SB3 PPO with RL Zoo's settings
-# side by side (benchmarks/README.md, halfcheetah).
+# and learnt from in 4 minibatches of 128 (RL Zoo: 1 env x 512, 8 of 64). 1M env steps:
+# 5,406.9 +- 688 natively over 5 seeds, 5,360.2 +- 307 through the bridge over 3; natively
+# 0.41x the wall time of SB3 PPO with RL Zoo's settings side by side (benchmarks/README.md).
 PRESETS["mujoco_halfcheetah"] = ExperimentConfig(
     env=EnvConfig("mujoco:HalfCheetah", num_envs=8, options={"nthread": 1}),
     policy=PolicyConfig(

@@ -177,10 +177,10 @@ def test_the_file_overrides_the_preset_key_by_key(tmp_path):
 
 
 def test_changing_only_the_env_name_takes_its_familys_settings(tmp_path):
-    params = load_text(tmp_path, "env: {name: 'gymnasium:Walker2d-v5'}\n")
+    params = load_text(tmp_path, "env: {name: 'gymnasium:Ant-v5'}\n")
     mujoco = PRESETS["gym_locomotion"]  # the MuJoCo family's defaults
     experiment = params.experiment()
-    assert experiment.env == EnvConfig("gymnasium:Walker2d-v5", num_envs=mujoco.env.num_envs)
+    assert experiment.env == EnvConfig("gymnasium:Ant-v5", num_envs=mujoco.env.num_envs)
     assert experiment.policy == mujoco.policy and experiment.algo == mujoco.algo
     assert experiment.trainer == mujoco.trainer
 

@@ -43,11 +43,20 @@ def test_auto_prefers_the_envs_own_preset_then_its_family_then_the_library():
     assert own.config is SAC_PRESETS["mujoco_halfcheetah"] and not own.generic
     tuned = choose_preset("auto", "gymnasium:HalfCheetah-v5", "ppo")
     assert tuned.config is PRESETS["gym_halfcheetah"] and not tuned.generic
+    assert choose_preset("auto", "gymnasium:Hopper-v5", "ppo").config is PRESETS["gym_hopper"]
     family = choose_preset("auto", "mujoco:Walker2d", "ppo")
     assert family.config is PRESETS["gym_locomotion"] and family.generic
     assert "MuJoCo locomotion" in family.description
     library = choose_preset("auto", "cartpole", "sac")  # no SAC for discrete actions
     assert library.config is None and "no sac defaults" in library.description
+
+
+@pytest.mark.parametrize("algorithm", sorted(PRESETS_BY_ALGORITHM))
+def test_each_env_has_at_most_one_preset_per_algorithm(algorithm):
+    """`auto` picks the preset whose env is `env.name`: two would make the pick arbitrary
+    (a family's settings once shadowed Hopper-v5's tuned preset this way)."""
+    envs = [cfg.env.name for cfg in PRESETS_BY_ALGORITHM[algorithm].values()]
+    assert len(envs) == len(set(envs))
 
 
 def test_named_presets_are_looked_up_per_algorithm():
