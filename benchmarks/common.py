@@ -204,6 +204,11 @@ def write_json(path: Path | None, meta: dict[str, Any], results: dict[str, Any])
     print(f"wrote {path}")
 
 
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample std over seeds (std 0 for a single value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
 def verdict(value: float | None, target: float, higher_is_better: bool) -> str:
     """'met' / 'MISSED' for a figure against its target ('-' when not measured)."""
     if value is None or math.isnan(value):

@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.common import base_parser, print_table, setup, write_json
+from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
 from pipelines.params import parse_params
 from rlcore.trainer import Trainer
 
@@ -104,11 +104,11 @@ COLUMNS = [
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     returns, cpu = [r["return"] for r in rows], [r["cpu_s"] for r in rows]
-    spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+    mean, spread = mean_std(returns)
     return {
         **rows[0],
         "seed": "mean",
-        "return": statistics.fmean(returns),
+        "return": mean,
         "return_std": spread,
         "cpu_s": statistics.fmean(cpu),
         "wall_s": statistics.fmean(r["wall_s"] for r in rows),

@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common import base_parser, print_table, setup, verdict, write_json
+from benchmarks.common import base_parser, mean_std, print_table, setup, verdict, write_json
 from pipelines.params import apply_values, parse_params
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS
@@ -105,11 +105,6 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
     return {"backend": "sb3", "seed": seed, "env_steps": int(model.num_timesteps),
             "wall_s": wall + eval_s, "collect_s": float("nan"), "update_s": float("nan"),
             "eval_s": eval_s, "eval_return": float(mean)}  # fmt: skip
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample std (0 for a single value)."""
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
