@@ -32,6 +32,11 @@ class Layout:
         holds many studies, by name)."""
         if Path(params_path).resolve() == (self.root / "params.yaml").resolve():
             return self
+        return self.for_study(study_name)
+
+    def for_study(self, study_name: str) -> Layout:
+        """The layout of the study named `study_name` run from its own params file (its
+        name made safe as a directory name)."""
         return dataclasses.replace(self, search_name=re.sub(r"[^\w.-]+", "-", study_name))
 
     @property

@@ -202,9 +202,15 @@ def load_run(source: RunSource, read: Reader, video: Path | None) -> Run:
         return content
 
     run.seeds = load_seeds(recorded, RELATIVE, seeds)
-    run.search_summary = read((RELATIVE.search_reports / "summary.md").as_posix())
+    # The study that chose its settings: the one named like the experiment (run from its
+    # own params file, `reports/search-<name>/`), else params.yaml's own study.
+    run.search_summary = read(_summary(RELATIVE.for_study(run.name))) or read(_summary(RELATIVE))
     run.fingerprint = digest.hexdigest()
     return run
+
+
+def _summary(layout: Layout) -> str:
+    return (layout.search_reports / "summary.md").as_posix()
 
 
 def load_runs(root: Path, sources: list[RunSource], drop_same_workspace: bool) -> list[Run]:

@@ -133,6 +133,27 @@ def test_missing_and_malformed_files_are_reported_and_the_rest_renders(project):
     git(root, "checkout", "-q", "--", ".")
 
 
+def test_a_run_shows_the_study_named_like_its_experiment_else_params_yamls_own(project):
+    root = project
+    reports = root / "reports"
+    (reports / "search").mkdir(parents=True, exist_ok=True)
+    (reports / "search" / "summary.md").write_text("# Search: params.yaml's study\n")
+    (reports / "search-tiny").mkdir()
+    (reports / "search-tiny" / "summary.md").write_text("# Search: tiny\n")
+    media = reports / "compare" / "media"
+    try:
+        compare(root, ["HEAD", "workspace"])
+        page = (reports / "compare.md").read_text()
+        assert "- HEAD: no video or search" in page  # HEAD's tree has neither summary
+        assert (media / "workspace-search.md").read_text() == "# Search: tiny\n"
+        shutil.rmtree(reports / "search-tiny")
+        compare(root, ["workspace"])
+        assert (media / "workspace-search.md").read_text() == "# Search: params.yaml's study\n"
+    finally:
+        shutil.rmtree(reports / "search", ignore_errors=True)
+        shutil.rmtree(reports / "search-tiny", ignore_errors=True)
+
+
 def test_param_differences_treat_missing_keys_and_lists_as_values():
     runs = [{"a": {"b": 1, "c": [1, 2]}}, {"a": {"b": 1, "c": [1, 2], "d": 0}}]
     assert flatten(runs[0]) == {"a.b": 1, "a.c": [1, 2]}
