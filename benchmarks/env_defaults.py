@@ -5,6 +5,7 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
     .venv/bin/python -m benchmarks.env_defaults                            # 4 envs, 3 seeds
     .venv/bin/python -m benchmarks.env_defaults --envs Acrobot-v1 Pendulum-v1 --seeds 0
     .venv/bin/python -m benchmarks.env_defaults --envs mujoco:Hopper --impls ours --steps 1000000
+    .venv/bin/python -m benchmarks.env_defaults --envs Hopper-v5 --curve-every 51200
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
 `env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
@@ -40,21 +41,30 @@ def env_name(env_id: str) -> str:
     return env_id if ":" in env_id else f"gymnasium:{env_id}"
 
 
-def run_ours(env_id: str, seed: int, steps: int) -> dict[str, Any]:
+def run_ours(env_id: str, seed: int, steps: int, curve_every: int = 0) -> dict[str, Any]:
+    """Train and evaluate one seed; with `curve_every` > 0 also evaluate every that many env
+    steps, print each point and keep them in the row's `curve` (env steps, return, CPU s)."""
     params = parse_params(
         {"env": {"name": env_name(env_id)}, "trainer": {"total_env_steps": steps}}
     )
     cfg = params.experiment(seed=0)
+    every = max(1, curve_every // cfg.steps_per_iter) if curve_every > 0 else 0
     trainer_cfg = dataclasses.replace(
-        cfg.trainer, seed=seed, eval_every_iters=0, eval_episodes=EVAL_EPISODES,
+        cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=EVAL_EPISODES,
         stop_at_eval_return=None, stop_at_eval_success=None,
     )  # fmt: skip
     cpu, wall = time.process_time(), time.perf_counter()
     trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
     eval_cpu = [0.0]
+    curve: list[tuple[int, float, float]] = []
 
     def sink(step: int, metrics: dict[str, float]) -> None:
         eval_cpu[0] += metrics.get("time/eval_s", 0.0)  # one thread: wall ~ CPU
+        if every and "eval/episode_return" in metrics:
+            point = (step, metrics["eval/episode_return"], time.process_time() - cpu - eval_cpu[0])
+            curve.append(point)
+            print(f"  ours {env_id} seed {seed}: {point[0]:,d} env steps, eval return "
+                  f"{point[1]:.1f}, train CPU {point[2]:.1f} s", flush=True)  # fmt: skip
 
     trainer.sink = sink
     result = trainer.run()
@@ -64,7 +74,7 @@ def run_ours(env_id: str, seed: int, steps: int) -> dict[str, Any]:
     if trainer.eval_env is not None:
         trainer.eval_env.close()
     ret = result.eval_metrics["eval/episode_return"]
-    return row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
+    return row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s) | {"curve": curve}
 
 
 def run_sb3(env_id: str, seed: int, steps: int) -> dict[str, Any]:
@@ -115,12 +125,34 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def cpu_to_match(ours: list[dict[str, Any]], sb3: dict[str, Any]) -> str:
+    """When ours first reaches SB3's mean return (its evaluation points), against SB3's CPU
+    for its whole budget: the comparison at equal return rather than equal env steps."""
+    target = sb3["return"]
+    reached = [next((p for p in r["curve"] if p[1] >= target), None) for r in ours]
+    if any(p is None for p in reached):
+        missed = [r["seed"] for r, p in zip(ours, reached, strict=True) if p is None]
+        return f"{sb3['env']}: ours never reached SB3's mean return {target:.1f} on seeds {missed}"
+    steps = [p[0] for p in reached if p is not None]
+    cpu = statistics.fmean(p[2] for p in reached if p is not None)
+    return (
+        f"{sb3['env']}: ours first reaches SB3's mean return {target:.1f} at "
+        f"{'/'.join(f'{s:,d}' for s in steps)} env steps, mean CPU {cpu:.1f} s: "
+        f"{cpu / sb3['cpu_s']:.3f}x SB3's CPU for its {sb3['env_steps']:,d} steps"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=DEFAULT_ENVS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000, help="Pendulum-v1: 100k")
     parser.add_argument("--impls", nargs="+", choices=["ours", "sb3"], default=["ours", "sb3"])
+    parser.add_argument(
+        "--curve-every", type=int, default=0,
+        help="ours: also evaluate every this many env steps; with SB3 run too, print the "
+        "CPU time at which ours first reaches SB3's mean return",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     meta = setup(
         args,
@@ -133,8 +165,10 @@ def main(argv: list[str] | None = None) -> None:
         for seed in args.seeds:
             order = args.impls if seed % 2 == 0 else args.impls[::-1]
             for impl in order:
-                run = run_ours if impl == "ours" else run_sb3
-                result = run(env_id, seed, steps)
+                if impl == "ours":
+                    result = run_ours(env_id, seed, steps, args.curve_every)
+                else:
+                    result = run_sb3(env_id, seed, steps)
                 runs.setdefault((env_id, impl), []).append(result)
                 print_table([result], COLUMNS)
     summary = [summarize(rows) for rows in runs.values()]
@@ -155,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{sb3['return']:.1f} +- {sb3['return_std']:.1f}; CPU ours / SB3 "
             f"{ours['cpu_s'] / sb3['cpu_s']:.3f}"
         )
+        if args.curve_every > 0:
+            print(cpu_to_match(runs[(env_id, "ours")], sb3))
     write_json(args.json, meta, {"runs": [r for rows in runs.values() for r in rows],
                                  "summary": summary})  # fmt: skip
 
