@@ -118,7 +118,15 @@ def test_a_killed_workers_trial_is_retried_and_the_study_completes(database, tmp
         wait_for(lambda: running_trial_of(data, tmp_path, first.pid), "a first trial")
         procs += [start(a, "--join"), start(b)]
         victim = procs[2]
-        killed = wait_for(lambda: running_trial_of(data, tmp_path, victim.pid), "B's trial")
+        # Killed once it has sampled the whole space, so the retry must repeat every value
+        # (a worker killed mid-sampling leaves a partial trial whose retry samples the rest).
+        space = set(data["search"]["space"])
+        killed = wait_for(
+            lambda: (
+                (t := running_trial_of(data, tmp_path, victim.pid)) and set(t.params) == space and t
+            ),
+            "B's trial with all its parameters sampled",
+        )
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
         outs = [p.communicate(timeout=300)[0] for p in procs[:2]]
