@@ -298,6 +298,13 @@ class SearchParams(_Section):
         description="trials that run first, in order (e.g. published settings): each maps "
         "searched paths to values inside their ranges; paths it leaves out are sampled",
     )
+    min_minibatch_size: int | None = Field(
+        None,
+        ge=1,
+        description="PPO and GRPO: a trial whose num_envs x num_steps / num_minibatches is "
+        "below this is pruned before it trains (a space that searches both can otherwise "
+        "draw minibatches of a few samples, whose trial runs for hours); null: no floor",
+    )
     sampler: Literal["tpe", "random", "cmaes"] = "tpe"
     seed: int = Field(0, ge=0)
     pruner: Literal["median", "successive_halving", "none"] = "median"

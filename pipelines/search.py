@@ -59,6 +59,7 @@ from pipelines.layout import Layout
 from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
 from pipelines.progress import Progress
 from pipelines.train import run_training
+from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import configure_cpu
@@ -70,6 +71,7 @@ PLOTS = ("optimization_history", "param_importances", "intermediate_values")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entry as JSON
 WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
+INFEASIBLE = "infeasible"  # user attribute of a trial pruned before training: why
 WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
 
 
@@ -212,6 +214,10 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
         trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
         values = sample(trial, search.space)
         cfg = apply_values(params, {**search.overrides, **values}).experiment()
+        infeasible = _infeasible(cfg, search)
+        if infeasible:
+            trial.set_user_attr(INFEASIBLE, infeasible)
+            raise optuna.TrialPruned(infeasible)
         interval = search.eval_every_env_steps
         if interval is not None:  # evaluate at the same env steps whatever the batch size
             every = max(1, interval // cfg.steps_per_iter)
@@ -249,6 +255,22 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
     return run
 
 
+def _infeasible(cfg: ExperimentConfig, search: SearchParams) -> str | None:
+    """Why the trial's config is not worth training (a minibatch below
+    `search.min_minibatch_size`), or None."""
+    floor = search.min_minibatch_size
+    count = getattr(cfg.algo, "num_minibatches", None)
+    if floor is None or count is None:
+        return None
+    size = cfg.steps_per_iter // count
+    if size >= floor:
+        return None
+    return (
+        f"minibatches of {size} samples ({cfg.env.num_envs} envs x {cfg.trainer.num_steps} "
+        f"steps / {count}) < search.min_minibatch_size {floor}: not trained"
+    )
+
+
 class _TrialTakenOver(BaseException):
     """This worker's trial was finished by another process. A BaseException, so Optuna
     does not try to tell the finished trial FAIL again (which it cannot: it raises)."""
@@ -273,8 +295,10 @@ def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, Froz
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
         original = retry_of(trial)
         retry = "" if original is None else f" (a retry of trial {original}, whose worker died)"
+        why = trial.user_attrs.get(INFEASIBLE)
+        state = trial.state.name.lower() + (f" ({why})" if why else "")
         progress.note(
-            f"[search] trial {trial.number}{retry} {trial.state.name.lower()}{value} in "
+            f"[search] trial {trial.number}{retry} {state}{value} in "
             f"{wall:.1f}s ({done}/{n_trials} finished): {shown}"
         )
         progress.update(done)  # trials of every worker: the study's rate and ETA

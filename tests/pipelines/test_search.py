@@ -119,6 +119,31 @@ def test_enqueued_trials_run_first_once_within_n_trials(tmp_path):
     assert sum("enqueued" in t.user_attrs for t in open_study(more, layout).get_trials()) == 2
 
 
+def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, monkeypatch, capsys):
+    # 8 envs x 16 steps = 128 transitions: 2 minibatches of 64 pass a floor of 32, 8 of 16 not.
+    space = {"algorithm.ppo.num_minibatches": {"type": "categorical", "choices": [2, 8]}}
+    small, large = {"algorithm.ppo.num_minibatches": 8}, {"algorithm.ppo.num_minibatches": 2}
+    data = with_search(space=space, n_trials=2, enqueue=[small, large], min_minibatch_size=32)
+    params, layout = parse_params(data), Layout(tmp_path)
+    trained = []
+    real_run = search_module.run_training
+
+    def counted(trainer, *args, **kwargs):
+        trained.append(trainer.cfg.algo.num_minibatches)
+        return real_run(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_training", counted)
+    summary = search(params, layout)
+
+    assert trained == [2]  # the infeasible trial never trained
+    first, second = open_study(params, layout).get_trials()
+    assert first.state == TrialState.PRUNED and not first.intermediate_values
+    why = "minibatches of 16 samples (8 envs x 16 steps / 8) < search.min_minibatch_size 32"
+    assert first.user_attrs["infeasible"].startswith(why)
+    assert why in capsys.readouterr().out
+    assert second.state == TrialState.COMPLETE and summary["best_value"] == second.value
+
+
 @pytest.mark.parametrize(
     ("changes", "line"),
     [
@@ -136,6 +161,7 @@ def test_enqueued_trials_run_first_once_within_n_trials(tmp_path):
         ),
         ({"sampler": "grid"}, "search.sampler: Input should be 'tpe', 'random' or 'cmaes'"),
         ({"pruner": "hyperband"}, "search.pruner: Input should be 'median'"),
+        ({"min_minibatch_size": 0}, "search.min_minibatch_size: Input should be greater"),
         (
             {"space": {"algorithm.ppo.gamma": {"type": "float", "low": 0.9, "high": 2.0}}},
             "search.space.algorithm.ppo.gamma: the value 2.0 is invalid",
