@@ -200,7 +200,10 @@ def run_search(argv: list[str]) -> int:
         if args.worker is not None:
             if args.parent_pid is not None:
                 die_with_parent(args.parent_pid)
-            run_worker(params, layout, worker=args.worker)
+            try:
+                run_worker(params, layout, worker=args.worker)
+            except KeyboardInterrupt:  # its search says so, once for all workers
+                raise SystemExit(130) from None
         else:
             search(params, layout, args.workers, args.join, params_path=args.params)
 

@@ -28,11 +28,13 @@ params file other than the project's, the same beside them under the study's nam
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import ctypes
 import ctypes.util
 import io
 import json
+import logging
 import math
 import os
 import signal
@@ -355,6 +357,8 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for handler in logging.getLogger("optuna").handlers:
+        handler.addFilter(_without_interrupt_tracebacks)
     finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
     progress = Progress("search", search.n_trials, "trials", initial=finished)
     deadline = None if search.timeout_s is None else time.monotonic() + search.timeout_s
@@ -400,6 +404,15 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
                 progress.note(f"[search] trial {number}'s worker stopped beating: queued again")
     finally:
         progress.close()
+
+
+def _without_interrupt_tracebacks(record: logging.LogRecord) -> bool:
+    """Drop Optuna's "trial failed" record, traceback and all, for a trial that Ctrl-C
+    stopped (the search says once that it was interrupted), and its "failed with value
+    None" after any failure (the search's progress line says the trial failed)."""
+    if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
+        return False
+    return not record.getMessage().endswith(" failed with value None.")
 
 
 def _others_running(study: optuna.Study) -> bool:
@@ -480,23 +493,57 @@ def search(
         subprocess.Popen(
             [*command, "--worker", str(index), "--parent-pid", str(os.getpid())],
             cwd=layout.root,
+            start_new_session=True,  # Ctrl-C reaches this process alone: it stops them
         )
         for index in range(1, workers)
     ]
+    interrupted = False
     try:
         # A joining search samples apart from the study's first process: its pid seeds it.
         run_worker(params, layout, worker=os.getpid() if join else 0)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        codes = [p.wait() for p in extra]
+        codes, stopped = _wait_for_workers(extra, stop=interrupted)
+    interrupted |= stopped
     study = open_study(params, layout)
     summary = write_reports(study, params, layout)
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     write_json(layout.search_metrics, summary)
     print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
     print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
+    if interrupted:
+        print(
+            f"[search] interrupted with {summary['trials']} of {params.search.n_trials} trials "
+            "(the ones running are failed); the reports above cover the finished ones; run "
+            "the search again to resume the study",
+            flush=True,
+        )
+        raise KeyboardInterrupt
     if any(codes):
         _check_nothing_lost(study, params.search.n_trials, codes)
     return summary
+
+
+def _wait_for_workers(workers: list[subprocess.Popen], stop: bool) -> tuple[list[int], bool]:
+    """Wait for the worker processes; `stop`, or a Ctrl-C meanwhile: interrupt each once
+    (its running trial is failed, its finished ones kept). Returns their exit codes and
+    whether they were interrupted."""
+
+    def interrupt() -> None:
+        for process in workers:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+
+    if stop:
+        interrupt()
+    while True:
+        try:
+            return [process.wait() for process in workers], stop
+        except KeyboardInterrupt:
+            if not stop:
+                stop = True
+                interrupt()
 
 
 def _check_nothing_lost(study: optuna.Study, n_trials: int, codes: list[int]) -> None:

@@ -419,6 +419,32 @@ def test_a_search_whose_worker_died_fails_naming_the_lost_trial(tmp_path):
     assert (Layout(tmp_path).search_reports / "trials.csv").exists()  # reports still written
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
+    """SIGINT to the search alone (a terminal's Ctrl-C reaches only it: its workers run in
+    their own session): it interrupts each worker once, fails the running trials, writes
+    the reports of the study so far and exits 130 with one message."""
+    data = slow_trials(4)
+    proc = run_cli(tmp_path, "--workers", "2", data=data, start_new_session=True)
+    try:
+        running = wait_for_running_trials(data, Layout(tmp_path), 2)
+        (worker,) = children(proc.pid)
+        os.kill(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and not alive(worker)
+    assert out.count("error: search: interrupted") == 1, out
+    assert "[search] interrupted with 2 of 4 trials" in out, out
+    trials = open_study(parse_params(data), Layout(tmp_path)).get_trials()
+    assert {t.number: t.state for t in trials} == {t.number: TrialState.FAIL for t in running}
+    rows = read_trials(Layout(tmp_path))
+    assert sorted(r["state"] for r in rows) == ["FAIL", "FAIL"]
+    assert (Layout(tmp_path).search_reports / "summary.md").exists()
+
+
 def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path, monkeypatch):
     params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
 
