@@ -487,20 +487,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("task", ["halfcheetah", "hopper"])
 def test_the_mujoco_search_runs_its_enqueued_trials_first(tmp_path, task):
-    """A tiny version of search/mujoco_<task>-ppo.yaml: RL Zoo's settings, then our
-    preset's, then a sampled trial, all evaluated at the same env steps."""
+    """A tiny version of search/mujoco_<task>-ppo.yaml: RL Zoo's settings and the other
+    enqueued ones (our presets'), then a sampled trial, all evaluated at the same env steps."""
     pytest.importorskip("mujoco")
     data = yaml.safe_load((REPO / "search" / f"mujoco_{task}-ppo.yaml").read_text())
+    queued = len(data["search"]["enqueue"])
     data["trainer"] = {"total_env_steps": 4096, "eval_episodes": 1}
-    data["search"] |= {"n_trials": 3, "eval_every_env_steps": 2048, "startup_trials": 3}
+    data["search"] |= {"n_trials": queued + 1, "eval_every_env_steps": 2048}
+    data["search"]["startup_trials"] = queued + 1
     params, layout = parse_params(data), Layout(tmp_path)
-    assert search(params, layout)["complete"] == 3
-    zoo, preset, sampled = open_study(params, layout).get_trials()
+    assert search(params, layout)["complete"] == queued + 1
+    *enqueued, sampled = open_study(params, layout).get_trials()
+    zoo, family = enqueued[0], enqueued[-1]
     assert zoo.params["trainer.num_steps"] == "512" and zoo.params["env.num_envs"] == "1"
     assert zoo.params["algorithm.ppo.normalize_reward"] == "true"
-    assert preset.params["algorithm.ppo.lr"] == 3e-4 and preset.params["env.num_envs"] == "8"
+    assert family.params["algorithm.ppo.lr"] == 3e-4 and family.params["env.num_envs"] == "8"
+    assert all("enqueued" in t.user_attrs for t in enqueued)
     assert "enqueued" not in sampled.user_attrs
-    for trial in (zoo, preset):  # both evaluated after 2,048 and 4,096 env steps
+    for trial in enqueued:  # each evaluated after 2,048 and 4,096 env steps
         assert sorted(trial.intermediate_values) == [1, 2]
 
 
