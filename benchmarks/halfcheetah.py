@@ -19,7 +19,8 @@ Per seed, trains each backend's preset side by side:
   its first update's time;
 - native-rlzoo: our PPO with RL Zoo's settings unbatched on the native env (the first trial
   `search/mujoco_halfcheetah-ppo.yaml` enqueues: 1 env x 512 steps, 8 minibatches of 64);
-  `--zoo-set PATH=VALUE` changes them (how the presets' batching was found);
+  `--zoo-set PATH=VALUE` changes them (how the presets' batching was found), `--zoo-file
+  best_params.yaml` by a study's best trial;
 - sb3: Stable-Baselines3 PPO with RL Zoo's tuned HalfCheetah settings (`normalize: true`,
   i.e. VecNormalize of observations and rewards; 1 env x 512 steps, batch 64, 20 epochs,
   lr 2.0633e-5, ...), on HalfCheetah-v5, after the other backends of the seed (SB3 cannot
@@ -108,6 +109,17 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
 
 
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested params fragment as dotted paths to values (lists are values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat |= flatten(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def rlzoo_config(changes: dict[str, Any] | None = None) -> ExperimentConfig:
@@ -208,8 +220,15 @@ def main(argv: list[str] | None = None) -> None:
         "--zoo-set", nargs="+", default=[], metavar="PATH=VALUE",
         help="native-rlzoo: change RL Zoo's settings, e.g. env.num_envs=8 (values as YAML)",
     )  # fmt: skip
+    parser.add_argument(
+        "--zoo-file", type=Path, default=None, metavar="YAML",
+        help="native-rlzoo: change RL Zoo's settings by a params fragment, e.g. a study's "
+        "best_params.yaml (--zoo-set on top)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     zoo_changes = {}
+    if args.zoo_file is not None:
+        zoo_changes = flatten(yaml.safe_load(args.zoo_file.read_text()) or {})
     for item in args.zoo_set:
         path, sep, value = item.partition("=")
         if not sep:
