@@ -313,6 +313,12 @@ class SearchParams(_Section):
     n_trials: int = Field(16, ge=1)
     timeout_s: float | None = Field(None, gt=0)
     objective: Literal["return", "success"] = "return"
+    objective_evals: int = Field(
+        1,
+        ge=1,
+        description="a trial's value per seed: the mean of its last this many evaluations "
+        "(1: the final one); more smooths an evaluation that swings from one to the next",
+    )
     direction: Literal["maximize", "minimize"] = "maximize"
     seeds_per_trial: int = Field(1, ge=1)
     storage: str | None = Field(

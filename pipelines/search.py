@@ -226,6 +226,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
             cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
         evaluations = 0
         finals = []
+        seen: list[float] = []  # this seed's evaluations of the metric, in order
         for k in range(search.seeds_per_trial):
             seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
             # Each seed's reports follow the previous seed's (the pruner needs rising steps).
@@ -235,6 +236,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
+                seen.append(metrics[metric])
                 stored = _check_still_running(trial)
                 step = offset + env_steps // interval if interval else evaluations
                 if step in stored.intermediate_values:
@@ -244,13 +246,14 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
 
+            seen.clear()
             trainer = Trainer(seed_cfg, sink=report, compile_loss=params.runtime.compile)
             run_training(trainer)
             if metric not in trainer.last_eval:
                 raise SearchError(
                     f"search.objective {search.objective!r}: {cfg.env.name} reports no {metric}"
                 )
-            finals.append(trainer.last_eval[metric])
+            finals.append(statistics.fmean(seen[-search.objective_evals :]))
         _check_still_running(trial)
         return statistics.fmean(finals)
 
@@ -660,6 +663,12 @@ def _write_plots(study: optuna.Study, out: Path, html_dir: Path) -> list[str]:
     return written
 
 
+def _objective_words(search: SearchParams) -> str:
+    if search.objective_evals == 1:
+        return f"final evaluation {search.objective}"
+    return f"{search.objective}, mean of the last {search.objective_evals} evaluations"
+
+
 def _summary_markdown(
     study: optuna.Study,
     params: Params,
@@ -675,7 +684,7 @@ def _summary_markdown(
         f"# Search: {search.study_name}",
         "",
         f"{search.sampler.upper()} sampler (seed {search.seed}), {search.pruner} pruner; "
-        f"objective: {search.direction} final evaluation {search.objective} "
+        f"objective: {search.direction} {_objective_words(search)} "
         f"(mean over {search.seeds_per_trial} seed(s)).",
         "",
         "Trials: "

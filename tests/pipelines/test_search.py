@@ -119,6 +119,19 @@ def test_enqueued_trials_run_first_once_within_n_trials(tmp_path):
     assert sum("enqueued" in t.user_attrs for t in open_study(more, layout).get_trials()) == 2
 
 
+def test_objective_evals_averages_each_trials_last_evaluations(tmp_path):
+    # 4 iterations, an evaluation after each: the value is the mean of the last 3 of 4.
+    data = with_search(n_trials=2, pruner="none", objective_evals=3)
+    params, layout = parse_params(data), Layout(tmp_path)
+    search(params, layout)
+    for trial in open_study(params, layout).get_trials():
+        evals = [trial.intermediate_values[k] for k in sorted(trial.intermediate_values)]
+        assert len(evals) == 4 and len(set(evals)) > 1
+        assert trial.value == pytest.approx(sum(evals[-3:]) / 3)
+    summary = (layout.search_reports / "summary.md").read_text()
+    assert "objective: maximize return, mean of the last 3 evaluations" in summary
+
+
 def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, monkeypatch, capsys):
     # 8 envs x 16 steps = 128 transitions: 2 minibatches of 64 pass a floor of 32, 8 of 16 not.
     space = {"algorithm.ppo.num_minibatches": {"type": "categorical", "choices": [2, 8]}}
@@ -162,6 +175,7 @@ def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, monkeyp
         ({"sampler": "grid"}, "search.sampler: Input should be 'tpe', 'random' or 'cmaes'"),
         ({"pruner": "hyperband"}, "search.pruner: Input should be 'median'"),
         ({"min_minibatch_size": 0}, "search.min_minibatch_size: Input should be greater"),
+        ({"objective_evals": 0}, "search.objective_evals: Input should be greater"),
         (
             {"space": {"algorithm.ppo.gamma": {"type": "float", "low": 0.9, "high": 2.0}}},
             "search.space.algorithm.ppo.gamma: the value 2.0 is invalid",
