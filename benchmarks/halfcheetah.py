@@ -53,7 +53,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, verdict, write_json
-from pipelines.params import apply_values, parse_params
+from pipelines.params import apply_values, flatten_paths, parse_params
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS
 from rlcore.trainer import Trainer
@@ -109,17 +109,6 @@ def run_sb3(seed: int, total_steps: int) -> dict[str, Any]:
 
 
 FIGURES = ("env_steps", "wall_s", "collect_s", "update_s", "eval_s", "eval_return")
-
-
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested params fragment as dotted paths to values (lists are values)."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat |= flatten(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def rlzoo_config(changes: dict[str, Any] | None = None) -> ExperimentConfig:
@@ -228,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     zoo_changes = {}
     if args.zoo_file is not None:
-        zoo_changes = flatten(yaml.safe_load(args.zoo_file.read_text()) or {})
+        fragment = yaml.safe_load(args.zoo_file.read_text()) or {}
+        zoo_changes = flatten_paths(fragment, is_leaf=lambda v: False)
     for item in args.zoo_set:
         path, sep, value = item.partition("=")
         if not sep:

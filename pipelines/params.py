@@ -376,18 +376,18 @@ class SearchParams(_Section):
             return data
         data = dict(data)
         if isinstance(data.get("space"), dict):
-            data["space"] = _flatten(data["space"], is_leaf=lambda v: "type" in v)
+            data["space"] = flatten_paths(data["space"], is_leaf=lambda v: "type" in v)
         if isinstance(data.get("overrides"), dict):
-            data["overrides"] = _flatten(data["overrides"], is_leaf=lambda v: False)
+            data["overrides"] = flatten_paths(data["overrides"], is_leaf=lambda v: False)
         if isinstance(data.get("enqueue"), list):
             data["enqueue"] = [
-                _flatten(entry, is_leaf=lambda v: False) if isinstance(entry, dict) else entry
+                flatten_paths(entry, is_leaf=lambda v: False) if isinstance(entry, dict) else entry
                 for entry in data["enqueue"]
             ]
         return data
 
 
-def _flatten(
+def flatten_paths(
     tree: dict[str, Any], is_leaf: Callable[[dict[str, Any]], bool], prefix: str = ""
 ) -> dict[str, Any]:
     """Nested mappings as `a.b.c: leaf`; a mapping `is_leaf` accepts is a value."""
@@ -395,7 +395,7 @@ def _flatten(
     for key, value in tree.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value and not is_leaf(value):
-            flat |= _flatten(value, is_leaf, f"{path}.")
+            flat |= flatten_paths(value, is_leaf, f"{path}.")
         else:
             flat[path] = value
     return flat

@@ -226,13 +226,18 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
             cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
         evaluations = 0
         finals = []
-        seen: list[float] = []  # this seed's evaluations of the metric, in order
         for k in range(search.seeds_per_trial):
+            seen: list[float] = []  # this seed's evaluations of the metric, in order
             seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
             # Each seed's reports follow the previous seed's (the pruner needs rising steps).
             offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
 
-            def report(env_steps: int, metrics: dict[str, float], offset: int = offset) -> None:
+            def report(
+                env_steps: int,
+                metrics: dict[str, float],
+                offset: int = offset,
+                seen: list[float] = seen,
+            ) -> None:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
@@ -246,7 +251,6 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
 
-            seen.clear()
             trainer = Trainer(seed_cfg, sink=report, compile_loss=params.runtime.compile)
             run_training(trainer)
             if metric not in trainer.last_eval:
