@@ -78,6 +78,7 @@ def _guarded(
     action: Callable[[Params], object],
     errors: Callable[[], tuple[type[Exception], ...]],
     interrupted: str,
+    for_search: bool = False,
 ) -> int:
     """Validate params, run `action`, and turn expected failures into one-line errors.
 
@@ -87,7 +88,7 @@ def _guarded(
     from pipelines.params import ParamsError, load_params
 
     try:
-        params = load_params(params_path)
+        params = load_params(params_path, for_search=for_search)
     except ParamsError as exc:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
@@ -208,7 +209,12 @@ def run_search(argv: list[str]) -> int:
             search(params, layout, args.workers, args.join, params_path=args.params)
 
     return _guarded(
-        "search", args.params, run, _search_errors, "the study keeps every finished trial"
+        "search",
+        args.params,
+        run,
+        _search_errors,
+        "the study keeps every finished trial",
+        for_search=True,
     )
 
 

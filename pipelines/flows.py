@@ -258,7 +258,7 @@ def experiment_flow(
     checkout params.yaml dvc.lock && dvc checkout` returns to the committed experiment.
     """
     root = _project_root(project_dir)
-    name = load_params(root / "params.yaml").name
+    name = load_params(root / "params.yaml", for_search=False).name
     selected = select_stages(stages)
     remote = default_remote(root) if push is not False else None
     if push and remote is None:
@@ -345,7 +345,7 @@ def regression_flow(project_dir: str | None = None) -> dict[str, Any]:
     fails the flow run, so Prefect's notifications on failure cover it.
     """
     root = _project_root(project_dir)
-    params = load_params(root / "params.yaml")
+    params = load_params(root / "params.yaml", for_search=False)
     now = datetime.now(UTC)
     name = nightly_name(now)
     seeds = fresh_seeds(len(params.seeds), now.date())
@@ -406,7 +406,7 @@ def compare_flow(project_dir: str = ".", runs: list[str] | None = None) -> dict[
     Not a DVC stage: it reads every experiment and revision, not one pipeline's inputs.
     """
     root = _project_root(project_dir)
-    name = load_params(root / "params.yaml").name
+    name = load_params(root / "params.yaml", for_search=False).name
     result = compare_runs(str(root), list(runs or []))
     key = artifact_key(name, "compare")
     publish_report(str(root), key, COMPARE_REPORT)
@@ -446,11 +446,13 @@ def _flow_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def checked_params(project_dir: str | Path, params_path: Path | None = None) -> Params | None:
+def checked_params(
+    project_dir: str | Path, params_path: Path | None = None, for_search: bool = False
+) -> Params | None:
     """Check the project before paying for Prefect's start-up; print the problem if any."""
     try:
         root = _project_root(str(project_dir))
-        return load_params(params_path or root / "params.yaml")
+        return load_params(params_path or root / "params.yaml", for_search=for_search)
     except ValueError as exc:  # ParamsError included
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -470,7 +472,7 @@ def flow_main(argv: list[str] | None = None) -> int:
         parser.error("--regression runs alone: drop --stages/--variant/--search/--compare")
     if args.push is not None and (args.search or args.regression or args.compare is not None):
         parser.error("--push/--no-push apply to the experiment flow: drop them")
-    if checked_params(args.project_dir) is None:
+    if checked_params(args.project_dir, for_search=args.search) is None:
         return 2
     if args.push and default_remote(Path(args.project_dir)) is None:
         print(f"error: {NO_REMOTE}", file=sys.stderr)

@@ -486,8 +486,15 @@ def describe_errors(error: ValidationError, prefix: list[str] | None = None) -> 
     return lines
 
 
-def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = True) -> Params:
-    """Validate an already-loaded mapping (`check_search`: also the search space's entries)."""
+def parse_params(
+    data: object, path: Path = DEFAULT_PATH, check_search: bool = True, for_search: bool = True
+) -> Params:
+    """Validate an already-loaded mapping (`check_search`: also the search space's entries).
+
+    `for_search=False` is for the experiment's stages, which never read `search`: there a
+    space written for another algorithm (`algorithm.ppo.lr` after `-S algorithm.name=sac`)
+    is left to the search to refuse, so switching algorithms does not break training.
+    """
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -517,7 +524,7 @@ def parse_params(data: object, path: Path = DEFAULT_PATH, check_search: bool = T
     except ValueError as exc:
         raise ParamsError(path, [_cross_section_line(exc)]) from None
     if check_search:
-        _check_search_space(params, path)
+        _check_search_space(params, path, for_search)
     return params
 
 
@@ -676,13 +683,38 @@ def _known_path(params: Params, dotted: str) -> bool:
     return True
 
 
-def _check_search_space(params: Params, path: Path) -> None:
-    """Every searched or overridden path exists, and every extreme value validates."""
+def _other_algorithm(params: Params, dotted: str) -> str | None:
+    """The registered algorithm other than the chosen one whose settings `dotted` names."""
+    parts = dotted.split(".")
+    if len(parts) > 2 and parts[0] == "algorithm" and parts[1] != params.algorithm.section:
+        return parts[1] if parts[1] in algorithm_names() else None
+    return None
+
+
+def _check_search_space(params: Params, path: Path, for_search: bool = True) -> None:
+    """Every searched or overridden path exists, and every extreme value validates.
+
+    Entries that tune another algorithm than the chosen one fail only `for_search`, with a
+    line that says so; otherwise they (and enqueued trials using them) are skipped.
+    """
     search = params.search
     entries = {f"search.overrides.{k}": (k, [v]) for k, v in search.overrides.items()}
     entries |= {f"search.space.{k}": (k, dim.extremes()) for k, dim in search.space.items()}
-    errors = []
+    foreign: dict[str, list[str]] = {}  # `search.space.algorithm.ppo` -> its keys
+    for where, (dotted, _) in entries.items():
+        if other := _other_algorithm(params, dotted):
+            section, key = where.rsplit(".", 1)
+            foreign.setdefault(section, []).append(key)
+    chosen, errors = params.algorithm.section, []
+    for section, keys in foreign.items() if for_search else ():
+        other = section.rsplit(".", 1)[1]
+        errors.append(
+            f"{section} ({', '.join(keys)}): tunes {other}'s settings, but algorithm.name is "
+            f"{params.algorithm.name}: search algorithm.{chosen}.<key> instead, or choose {other}"
+        )
     for where, (dotted, values) in entries.items():
+        if _other_algorithm(params, dotted):
+            continue
         section = dotted.split(".")[0]
         if section not in SEARCHABLE_SECTIONS or not _known_path(params, dotted):
             errors.append(
@@ -697,6 +729,8 @@ def _check_search_space(params: Params, path: Path) -> None:
                 errors.append(f"{where}: the value {value!r} is invalid ({exc.lines[0]})")
                 break
     for index, entry in enumerate(search.enqueue):
+        if foreign and any(_other_algorithm(params, dotted) for dotted in entry):
+            continue  # refused above, with the space entry it names
         errors += _enqueued_errors(params, f"search.enqueue[{index}]", entry)
     if errors:
         raise ParamsError(path, errors)
@@ -720,8 +754,9 @@ def _enqueued_errors(params: Params, where: str, entry: dict[str, Any]) -> list[
     return errors
 
 
-def load_params(path: str | Path = DEFAULT_PATH) -> Params:
-    """Read and validate `params.yaml`; any problem raises `ParamsError`."""
+def load_params(path: str | Path = DEFAULT_PATH, *, for_search: bool = True) -> Params:
+    """Read and validate `params.yaml`; any problem raises `ParamsError` (`for_search`: see
+    `parse_params`)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -740,4 +775,4 @@ def load_params(path: str | Path = DEFAULT_PATH) -> Params:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ParamsError(path, [f"{where}malformed YAML ({problem})"]) from None
-    return parse_params(data, path)
+    return parse_params(data, path, for_search=for_search)

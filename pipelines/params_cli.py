@@ -1,7 +1,9 @@
 """`python -m pipelines params [--show]`: check params.yaml, and show what a run will use.
 
 Checks the file exactly as every stage does (one line per problem, exit code 2) and says
-in one line what it trains and where the keys it leaves out come from (`preset`). `--show`
+in one line what it trains and where the keys it leaves out come from (`preset`). What only
+the search refuses (a `search.space` written for another algorithm than the chosen one) is
+a `note:` line, exit code 0: the experiment's stages never read `search`. `--show`
 prints the resolved experiment as YAML: every section with the keys the file leaves out
 filled in from the preset or the defaults, and of the `algorithm` section only the chosen
 algorithm's settings (the others' sections are not used).
@@ -54,11 +56,16 @@ def params_main(argv: list[str]) -> int:
     parser.add_argument("--show", action="store_true", help="print the resolved experiment as YAML")
     args = parser.parse_args(argv)
     try:
-        params = load_params(args.params)
+        params = load_params(args.params, for_search=False)
     except ParamsError as exc:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
         return 2
+    try:
+        load_params(args.params)
+    except ParamsError as exc:
+        for line in exc.lines:
+            print(f"note: {exc.path}: {line} (the search alone refuses it)", file=sys.stderr)
     if args.show:
         print(f"# {args.params}, resolved: {summary(params)}")
         print(yaml.safe_dump(resolved(params), sort_keys=False), end="")

@@ -86,7 +86,12 @@ CASES = [
         edited("algorithm", {"name": "grpo", "grpo": {"group_size": 3}}),
         "algorithm.grpo.group_size: must divide env.num_envs",
     ),
-    ("sac-on-discrete", edited("algorithm.name", "sac"), "algorithm.name 'sac' needs a"),
+    (  # a space for no one algorithm: BASE's PPO space would stop the search on that first
+        "sac-on-discrete",
+        edited("algorithm", {"name": "sac"})
+        | {"search": {"space": {"trainer.num_steps": {"type": "int", "low": 8, "high": 16}}}},
+        "algorithm.name 'sac' needs a",
+    ),
     ("offline-fraction", edited("replay.offline", {"path": "d", "fraction": 2}), "fraction"),
     ("activation", edited("policy.activation", "swish"), "policy.activation: must be one of"),
     (

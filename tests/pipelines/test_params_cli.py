@@ -40,3 +40,33 @@ def test_a_bad_file_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert main(["params", "--params", str(bad), "--show"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad}: env") and len(err.strip().splitlines()) == 1
+
+
+def test_a_search_space_for_another_algorithm_stops_only_the_search(tmp_path, capsys):
+    """`dvc exp run -S algorithm.name=sac` on a file whose search tunes PPO: the stages (which
+    never read `search`) run, `params` notes it, and the search refuses in one line."""
+    data = yaml.safe_load((REPO / "params.yaml").read_text())
+    data["algorithm"]["name"] = "sac"
+    data["env"]["name"] = "pendulum"
+    ppo_keys = list(data["search"]["space"]["algorithm"]["ppo"])
+    data["search"]["enqueue"] = [{"algorithm.ppo.lr": 3e-4}]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    line = (
+        f"search.space.algorithm.ppo ({', '.join(ppo_keys)}): tunes ppo's settings, but "
+        "algorithm.name is sac: search algorithm.sac.<key> instead, or choose ppo"
+    )
+
+    assert load_params(path, for_search=False).algorithm.name == "sac"
+    assert main(["params", "--params", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{path}: valid.")
+    assert err.splitlines() == [f"note: {path}: {line} (the search alone refuses it)"]
+
+    # A stage gets past validation (exit 2) to its own work: no checkpoint to evaluate yet.
+    assert main(["evaluate", "--params", str(path), "--seed", "0"]) == 1
+    assert "error: evaluate:" in capsys.readouterr().err
+
+    assert main(["search", "--params", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {path}: {line}"]
+    assert not (tmp_path / "outputs").exists()
