@@ -433,13 +433,26 @@ def test_a_search_whose_worker_died_fails_naming_the_lost_trial(tmp_path):
     assert (Layout(tmp_path).search_reports / "trials.csv").exists()  # reports still written
 
 
+def sigint_as_in_a_terminal() -> None:
+    """A child of a shell's background job inherits SIGINT ignored (POSIX), and Python then
+    installs no KeyboardInterrupt handler: give the search the default a terminal gives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
     """SIGINT to the search alone (a terminal's Ctrl-C reaches only it: its workers run in
     their own session): it interrupts each worker once, fails the running trials, writes
     the reports of the study so far and exits 130 with one message."""
     data = slow_trials(4)
-    proc = run_cli(tmp_path, "--workers", "2", data=data, start_new_session=True)
+    proc = run_cli(
+        tmp_path,
+        "--workers",
+        "2",
+        data=data,
+        start_new_session=True,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     try:
         running = wait_for_running_trials(data, Layout(tmp_path), 2)
         (worker,) = children(proc.pid)
