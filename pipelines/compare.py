@@ -78,9 +78,19 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# Sections no stage of the experiment reads: a run's result does not depend on them, and an
+# experiment carrying its own study's space would otherwise fill the table with its keys.
+NOT_COMPARED = ("search", "schedule")
+
+
 def differing_params(runs: Sequence[Run]) -> list[str]:
-    """Dotted keys whose value is not the same in every run that has params."""
-    flats = [flatten(run.params) for run in runs if run.params is not None]
+    """Dotted keys whose value is not the same in every run that has params (the sections
+    in `NOT_COMPARED` left out)."""
+    flats = [
+        {k: v for k, v in flatten(run.params).items() if k.split(".")[0] not in NOT_COMPARED}
+        for run in runs
+        if run.params is not None
+    ]
     if len(flats) < 2:
         return []
     keys = sorted(set().union(*flats))
@@ -198,7 +208,8 @@ def render_markdown(page: Page, layout: Layout) -> str:
         f"{len(page.runs)} runs. Final metrics are the mean ± sample std over each run's "
         "complete seeds (evaluation return: the `evaluate` stage's held-out episodes). "
         + (
-            "Parameters that differ between the runs are shown; all others are equal."
+            "Parameters that differ between the runs are shown (outside search and schedule, "
+            "which no stage of the experiment reads); all others are equal."
             if page.param_keys
             else "The runs' parameters are identical."
         ),
@@ -272,7 +283,8 @@ def render_html(page: Page) -> str:
 <h1>Comparison</h1>
 <p>{len(page.runs)} runs. Final metrics are the mean &plusmn; sample std over each run's complete
 seeds. {
-        "Parameters that differ between the runs are shown; all others are equal."
+        "Parameters that differ between the runs are shown (outside search and schedule, "
+        "which no stage of the experiment reads); all others are equal."
         if page.param_keys
         else "The runs' parameters are identical."
     }</p>

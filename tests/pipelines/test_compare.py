@@ -164,6 +164,10 @@ def test_param_differences_treat_missing_keys_and_lists_as_values():
 
     assert differing_params([Fake(p) for p in runs]) == ["a.d"]
     assert differing_params([Fake(runs[0]), Fake(None)]) == []
+    # The search and schedule sections shape no run's result: never columns.
+    searched = [{**p, "search": {"n_trials": n}, "schedule": {"cron": c}} for p, n, c in
+                zip(runs, (16, 24), ("0 3 * * *", "0 4 * * *"), strict=True)]  # fmt: skip
+    assert differing_params([Fake(p) for p in searched]) == ["a.d"]
 
 
 def test_band_starts_where_every_seed_has_started_and_drops_seeds_that_ended():
