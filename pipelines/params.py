@@ -277,6 +277,12 @@ class SearchDimension(_Section):
 SEARCHABLE_SECTIONS = ("env", "policy", "algorithm", "trainer", "replay")
 
 
+def is_journal_path(storage: str) -> bool:
+    """Whether `search.storage` names a journal file (a path) rather than a database (a URL,
+    which always has a scheme: `postgresql+psycopg://...`, `sqlite:///...`)."""
+    return "://" not in storage
+
+
 class SearchParams(_Section):
     """`python -m pipelines search`: an Optuna study over `space` (see params.yaml)."""
 
@@ -322,7 +328,10 @@ class SearchParams(_Section):
     direction: Literal["maximize", "minimize"] = "maximize"
     seeds_per_trial: int = Field(1, ge=1)
     storage: str | None = Field(
-        None, description="null: the journal file outputs/search/journal.log; or a SQLAlchemy URL"
+        None,
+        description="null: the journal file outputs/search/journal.log; a path (no "
+        "scheme): a journal file of the study's own, relative to the project (one you can "
+        "commit, so any clone resumes the study); or a SQLAlchemy URL (a database)",
     )
     heartbeat_s: int = Field(
         60,
@@ -337,7 +346,10 @@ class SearchParams(_Section):
         "dead worker; the next worker to look fails it and queues it again",
     )
     retries: int = Field(
-        2, ge=0, description="database storage only: how often a dead worker's trial is re-run"
+        2,
+        ge=0,
+        description="how often a trial is run again whose worker died or was stopped "
+        "(Ctrl-C) before it finished",
     )
 
     @field_validator("storage")
@@ -345,6 +357,13 @@ class SearchParams(_Section):
     def _database_url(cls, url: str | None) -> str | None:
         if url is None:
             return None
+        if is_journal_path(url):
+            if not url.strip() or url.endswith(("/", "\\")):
+                raise ValueError(
+                    f"{url!r} is not a journal file's path: name a file, e.g. "
+                    "search/studies/my-study.log"
+                )
+            return url
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
@@ -353,7 +372,7 @@ class SearchParams(_Section):
         except ArgumentError:
             raise ValueError(
                 "not a database URL: use e.g. postgresql+psycopg://user:password@host:5432/"
-                "optuna, or null for the journal file"
+                "optuna, a journal file's path, or null for the default journal file"
             ) from None
         return url
 

@@ -8,10 +8,11 @@ trial); the pruner may stop it (`TrialPruned`). A trial whose loss, observation 
 goes non-finite ends FAILED and the study goes on.
 
 The study lives in `search.storage`: by default Optuna's journal file
-`outputs/search/journal.log` (a persistent DVC output), or any SQLAlchemy URL (e.g.
-PostgreSQL) shared by workers on several machines. `search.n_trials` is the study's total:
-a resumed study runs only the trials it lacks. `--workers N` runs N processes on this
-machine against the same storage.
+`outputs/search/journal.log` (a persistent DVC output); a path names a journal file of the
+study's own (one that can be committed, so that any clone resumes the study); any
+SQLAlchemy URL (e.g. PostgreSQL) is a database shared by workers on several machines.
+`search.n_trials` is the study's total: a resumed study runs only the trials it lacks.
+`--workers N` runs N processes on this machine against the same storage.
 
 A worker that dies leaves its trial RUNNING. In a database, trials send heartbeats
 (`pipelines.database`): any worker fails a trial whose heartbeat stopped and runs it again,
@@ -52,13 +53,21 @@ from typing import Any
 import numpy as np
 import optuna
 import yaml
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from pipelines.database import StorageError, database_storage
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
-from pipelines.params import Params, SearchDimension, SearchParams, apply_values, set_path
+from pipelines.params import (
+    Params,
+    SearchDimension,
+    SearchParams,
+    apply_values,
+    is_journal_path,
+    set_path,
+)
 from pipelines.progress import Progress
 from pipelines.train import run_training
 from rlcore.config import ExperimentConfig
@@ -74,6 +83,7 @@ _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entry as JSON
 WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
 INFEASIBLE = "infeasible"  # user attribute of a trial pruned before training: why
+INTERRUPTED = "interrupted"  # user attribute of a trial a Ctrl-C failed: queued again later
 WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
 
 
@@ -84,7 +94,20 @@ class SearchError(RuntimeError):
 # --- study construction ---------------------------------------------------------------
 
 
+def journal_path(search: SearchParams, layout: Layout) -> Path | None:
+    """The study's journal file (the default one, or `search.storage` when it is a path,
+    relative to the project); None for a database."""
+    if search.storage is None:
+        return layout.search_journal
+    if is_journal_path(search.storage):
+        return layout.root / search.storage
+    return None
+
+
 def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseStorage:
+    journal = journal_path(search, layout)
+    if journal is not None:
+        return journal_storage(journal)
     if search.storage is not None:
         try:
             return database_storage(
@@ -92,7 +115,7 @@ def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseSt
             )
         except StorageError as exc:
             raise SearchError(str(exc)) from None
-    return journal_storage(layout.search_journal)
+    raise AssertionError("unreachable: no journal and no database")
 
 
 def retry_of(trial: FrozenTrial) -> int | None:
@@ -155,12 +178,12 @@ def open_study(params: Params, layout: Layout, worker: int = 0) -> optuna.Study:
     )
 
 
-def fail_stale_trials(study: optuna.Study) -> list[int]:
-    """Mark trials left RUNNING (by a killed worker) FAILED; return their numbers.
+def fail_stale_trials(study: optuna.Study, retries: int) -> list[int]:
+    """Mark trials left RUNNING (by a killed worker) FAILED and queue each again (up to
+    `retries` times); return their numbers.
 
-    With heartbeats, only trials whose heartbeat stopped, each queued again (up to
-    `search.retries` times); without (the journal), every RUNNING trial: safe only when no
-    other worker runs, i.e. when a search starts.
+    With heartbeats, only trials whose heartbeat stopped; without (the journal), every
+    RUNNING trial: safe only when no other worker runs, i.e. when a search starts.
     """
     if has_heartbeat(study):
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
@@ -172,7 +195,32 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     for trial in stale:
         study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+        _queue_again(study, study._storage.get_trial(trial._trial_id), retries)
     return [t.number for t in stale]
+
+
+def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
+    """Queue again (up to `retries` times) the trials a Ctrl-C failed, so that stopping a
+    study and resuming it costs their training time but not their place in `n_trials`;
+    return their numbers. A trial that failed on its own (a non-finite loss) stays failed."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    stopped = [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in retried
+    ]
+    for trial in stopped:
+        _queue_again(study, trial, retries)
+    return [t.number for t in stopped]
+
+
+def _queue_again(study: optuna.Study, trial: FrozenTrial, retries: int) -> None:
+    """A waiting copy of `trial` with its values, marked as its retry (what the database's
+    heartbeat callback writes), unless it was already run `retries` times."""
+    with warnings.catch_warnings():  # "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback(retries)(study, trial)
 
 
 # --- one trial ------------------------------------------------------------------------
@@ -213,6 +261,14 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
     metric = OBJECTIVE_METRICS[search.objective]
 
     def run(trial: optuna.Trial) -> float:
+        try:
+            return train_trial(trial)
+        except KeyboardInterrupt:
+            # Not the params' fault: the next search queues them again (`requeue_stopped`).
+            trial.set_user_attr(INTERRUPTED, True)
+            raise
+
+    def train_trial(trial: optuna.Trial) -> float:
         trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
         values = sample(trial, search.space)
         cfg = apply_values(params, {**search.overrides, **values}).experiment()
@@ -474,22 +530,31 @@ def search(
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
     _check_experiment_builds(params)
-    if not join and params.search.storage is None:
-        for repair in recover_journal(layout.search_journal):
+    journal = journal_path(params.search, layout)
+    if not join and journal is not None:
+        for repair in recover_journal(journal):
             print(f"[search] {repair}", flush=True)
     study = open_study(params, layout)
+    retries = params.search.retries
     if not join or has_heartbeat(study):  # with heartbeats, only the dead workers' trials
-        stale = fail_stale_trials(study)
+        stale = fail_stale_trials(study, retries)
         if stale:
             print(
-                f"[search] trials {stale} were left running by a stopped worker: failed"
-                + (" and queued again" if has_heartbeat(study) else ""),
+                f"[search] trials {stale} were left running by a stopped worker: failed "
+                f"and queued again (up to search.retries {retries} times)",
                 flush=True,
             )
     if not join:
+        stopped = requeue_stopped(study, retries)
+        if stopped:
+            print(
+                f"[search] trials {stopped} were stopped by a Ctrl-C: queued again (up to "
+                f"search.retries {retries} times)",
+                flush=True,
+            )
         waiting = enqueue(study, params.search)
         if waiting:
-            print(f"[search] {waiting} enqueued trial(s) run first (search.enqueue)")
+            print(f"[search] {waiting} queued trial(s) run first (search.enqueue, retries)")
     print(
         f"[search] study {params.search.study_name!r}: {len(study.trials)} trials so far, "
         f"target {params.search.n_trials}, {workers} worker(s)",
@@ -523,7 +588,7 @@ def search(
         print(
             f"[search] interrupted with {summary['trials']} of {params.search.n_trials} trials "
             "(the ones running are failed); the reports above cover the finished ones; run "
-            "the search again to resume the study",
+            "the search again to resume the study (it runs the failed ones again first)",
             flush=True,
         )
         raise KeyboardInterrupt

@@ -252,9 +252,11 @@ def test_killed_worker_leaves_a_loadable_study_that_continues(tmp_path):
     proc = run_cli(tmp_path, data=data)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    assert "left running by a stopped worker" in out
-    states = [t.state for t in open_study(params, layout).get_trials()]
-    assert states[0] == TrialState.FAIL and states[1:] == [TrialState.COMPLETE] * 2
+    assert "left running by a stopped worker: failed and queued again" in out
+    trials = open_study(params, layout).get_trials()
+    # The orphan's copy runs first and takes its place: n_trials 3 are still all run.
+    assert [t.state for t in trials] == [TrialState.FAIL] + [TrialState.COMPLETE] * 3
+    assert trials[1].system_attrs["failed_trial"] == 0
 
 
 def test_a_search_repairs_a_journal_torn_by_a_killed_worker(tmp_path, capsys):
@@ -276,7 +278,7 @@ def test_a_search_repairs_a_journal_torn_by_a_killed_worker(tmp_path, capsys):
     assert journal.read_bytes().startswith(complete_bytes)  # nothing committed was lost
     trials = open_study(params, layout).get_trials()
     assert trials[0].state == TrialState.FAIL and trials[0].intermediate_values == {0: 1.0}
-    assert summary["complete"] == 1 and summary["fail"] == 1
+    assert summary["complete"] == 2 and summary["fail"] == 1  # the orphan's copy ran too
     assert not Path(f"{journal}.lock").exists()
 
 
@@ -336,6 +338,34 @@ def test_a_sqlalchemy_url_storage_holds_the_study(tmp_path):
     assert summary["complete"] == 2
     assert len(optuna.load_study(study_name="tiny", storage=url).trials) == 2
     assert not Layout(tmp_path).search_journal.exists()
+
+
+def test_a_journal_path_storage_holds_the_study_and_resumes_in_another_clone(tmp_path):
+    """`search.storage: <path>`: the study's own journal file, relative to the project, which
+    can be committed; a clone that has it resumes the study and runs only what it lacks."""
+    first, clone = tmp_path / "first", tmp_path / "clone"
+    data = with_search(n_trials=2, pruner="none", storage="search/studies/tiny.log")
+    assert search(parse_params(data), Layout(first))["complete"] == 2
+    journal = first / "search" / "studies" / "tiny.log"
+    assert journal.exists() and not Layout(first).search_journal.exists()
+
+    (clone / "search" / "studies").mkdir(parents=True)
+    (clone / "search" / "studies" / "tiny.log").write_bytes(journal.read_bytes())
+    Path(f"{clone / 'search' / 'studies' / 'tiny.log'}.lock").touch()  # a stale lock, repaired
+    data["search"]["n_trials"] = 3
+    summary = search(parse_params(data), Layout(clone))
+    assert summary["complete"] == 3
+    trials = open_study(parse_params(data), Layout(clone)).get_trials()
+    assert [t.number for t in trials] == [0, 1, 2]
+    assert [t.params for t in trials[:2]] == [
+        t.params for t in open_study(parse_params(data), Layout(first)).get_trials()
+    ]
+
+
+@pytest.mark.parametrize("path", ["", "search/studies/"])
+def test_a_journal_path_that_names_no_file_is_one_line(path):
+    with pytest.raises(ParamsError, match="is not a journal file's path"):
+        parse_params(with_search(storage=path))
 
 
 def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
@@ -478,14 +508,43 @@ def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path,
     real_training = search_module.run_training
 
     def restarted_meanwhile(trainer, *args, **kwargs):
-        search_module.fail_stale_trials(open_study(params, layout))  # what a new search does
+        search_module.fail_stale_trials(open_study(params, layout), retries=2)  # a new search
         return real_training(trainer, *args, **kwargs)
 
     monkeypatch.setattr(search_module, "run_training", restarted_meanwhile)
     with pytest.raises(search_module.SearchError, match="trial 0 was marked failed by another"):
         search_module.run_worker(params, layout, worker=1)
-    (trial,) = open_study(params, layout).get_trials()
+    trial, copy = open_study(params, layout).get_trials()
     assert trial.state == TrialState.FAIL and trial.intermediate_values == {}
+    assert copy.state == TrialState.WAITING and copy.params == trial.params
+
+
+def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, monkeypatch, capsys):
+    """Stopping a study must not cost the stopped trial's place in n_trials, nor its sample:
+    the resumed search runs a copy with the same values first, then samples the rest."""
+    params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
+    real_training = search_module.run_training
+
+    def ctrl_c(trainer, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search_module, "run_training", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    (stopped,) = open_study(params, layout).get_trials()
+    assert stopped.state == TrialState.FAIL and stopped.user_attrs["interrupted"] is True
+
+    monkeypatch.setattr(search_module, "run_training", real_training)
+    summary = search(params, layout)
+    assert "trials [0] were stopped by a Ctrl-C: queued again" in capsys.readouterr().out
+    trials = open_study(params, layout).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL] + [TrialState.COMPLETE] * 3
+    assert trials[1].params == stopped.params and trials[1].system_attrs["failed_trial"] == 0
+    assert summary["complete"] == 3
+    # A second resume queues nothing again: the copy already replaced the stopped trial.
+    search(params, layout)
+    assert "stopped by a Ctrl-C" not in capsys.readouterr().out
+    assert len(open_study(params, layout).get_trials()) == 4
 
 
 def test_optuna_dashboard_opens_the_search_storage(tmp_path):
