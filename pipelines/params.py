@@ -721,7 +721,7 @@ def _check_search_space(params: Params, path: Path, for_search: bool = True) -> 
     entries |= {f"search.space.{k}": (k, dim.extremes()) for k, dim in search.space.items()}
     foreign: dict[str, list[str]] = {}  # `search.space.algorithm.ppo` -> its keys
     for where, (dotted, _) in entries.items():
-        if other := _other_algorithm(params, dotted):
+        if _other_algorithm(params, dotted):
             section, key = where.rsplit(".", 1)
             foreign.setdefault(section, []).append(key)
     chosen, errors = params.algorithm.section, []
