@@ -210,17 +210,17 @@ def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
         for t in trials
         if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in retried
     ]
-    for trial in stopped:
-        _queue_again(study, trial, retries)
-    return [t.number for t in stopped]
+    return [t.number for t in stopped if _queue_again(study, t, retries)]
 
 
-def _queue_again(study: optuna.Study, trial: FrozenTrial, retries: int) -> None:
-    """A waiting copy of `trial` with its values, marked as its retry (what the database's
-    heartbeat callback writes), unless it was already run `retries` times."""
+def _queue_again(study: optuna.Study, trial: FrozenTrial, retries: int) -> bool:
+    """Queue a copy of `trial` with its values, marked as its retry (what the database's
+    heartbeat callback writes), unless it already ran `retries` times; whether it did."""
+    before = len(study.get_trials(deepcopy=False))
     with warnings.catch_warnings():  # "experimental" since Optuna 2.8
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(retries)(study, trial)
+    return len(study.get_trials(deepcopy=False)) > before
 
 
 # --- one trial ------------------------------------------------------------------------

@@ -547,6 +547,20 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, m
     assert len(open_study(params, layout).get_trials()) == 4
 
 
+def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
+    params = parse_params(with_search(n_trials=1, pruner="none", retries=0))
+    layout = Layout(tmp_path)
+
+    def ctrl_c(trainer, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search_module, "run_training", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    assert search_module.requeue_stopped(open_study(params, layout), retries=0) == []
+    assert [t.state for t in open_study(params, layout).get_trials()] == [TrialState.FAIL]
+
+
 def test_optuna_dashboard_opens_the_search_storage(tmp_path):
     """What `optuna-dashboard outputs/search/journal.log` serves, through its WSGI app."""
     import io
