@@ -463,7 +463,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
                 )
                 waiting_said = True
             time.sleep(min(search.heartbeat_s, WAIT_POLL_S))
-            for number in fail_stale_trials(study):
+            for number in fail_stale_trials(study, search.retries):
                 progress.note(f"[search] trial {number}'s worker stopped beating: queued again")
     finally:
         progress.close()
