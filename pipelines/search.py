@@ -255,8 +255,11 @@ def trial_values(trial: FrozenTrial, space: dict[str, SearchDimension]) -> dict[
     }
 
 
-def objective(params: Params) -> Callable[[optuna.Trial], float]:
-    """The study's objective: train the trial's config on each seed; mean final metric."""
+def objective(
+    params: Params, note: Callable[[str], None] | None = None
+) -> Callable[[optuna.Trial], float]:
+    """The study's objective: train the trial's config on each seed; mean final metric.
+    `note` gets a line per evaluation, so that an hour-long trial shows how it goes."""
     search = params.search
     metric = OBJECTIVE_METRICS[search.objective]
 
@@ -293,6 +296,7 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                 metrics: dict[str, float],
                 offset: int = offset,
                 seen: list[float] = seen,
+                k: int = k,
             ) -> None:
                 nonlocal evaluations
                 if metric not in metrics:
@@ -304,6 +308,13 @@ def objective(params: Params) -> Callable[[optuna.Trial], float]:
                     return  # the final evaluation, in the last periodic one's interval
                 trial.report(metrics[metric], step)
                 evaluations += 1
+                if note is not None:
+                    of = search.seeds_per_trial
+                    seed = f" (seed {k + 1} of {of})" if of > 1 else ""
+                    note(
+                        f"[search] trial {trial.number}: {search.objective} "
+                        f"{metrics[metric]:.4g} at {env_steps:,} env steps{seed}"
+                    )
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
 
@@ -432,7 +443,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
             if missing > 0:
                 try:
                     study.optimize(
-                        objective(params),
+                        objective(params, progress.note),
                         n_trials=missing,
                         timeout=None if deadline is None else deadline - time.monotonic(),
                         catch=(NonFiniteError,),

@@ -50,7 +50,7 @@ def read_trials(layout):
         return list(csv.DictReader(f))
 
 
-def test_tiny_study_end_to_end(tmp_path, monkeypatch):
+def test_tiny_study_end_to_end(tmp_path, monkeypatch, capsys):
     params, layout = parse_params(TINY), Layout(tmp_path)
     # Force trial 3 to report a hopeless first evaluation: the median pruner must stop it.
     calls = itertools.count()
@@ -65,6 +65,11 @@ def test_tiny_study_end_to_end(tmp_path, monkeypatch):
     summary = search(params, layout)
 
     assert summary["trials"] == 5 and summary["pruned"] >= 1
+    # Every evaluation is a line: a long trial shows how it goes before it ends.
+    lines = capsys.readouterr().out.splitlines()
+    assert "[search] trial 3: return -1e+09 at 0 env steps" in lines
+    reported = open_study(params, layout).trials[0].intermediate_values
+    assert sum(line.startswith("[search] trial 0: return ") for line in lines) == len(reported)
     assert summary["complete"] + summary["pruned"] == 5
     rows = read_trials(layout)
     assert [r["state"] for r in rows][3] == "PRUNED"
