@@ -365,12 +365,16 @@ def _check_still_running(trial: optuna.Trial) -> FrozenTrial:
 
 def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, FrozenTrial], None]:
     def show(study: optuna.Study, trial: FrozenTrial) -> None:
-        done = len(study.get_trials(deepcopy=False, states=_FINISHED))
+        done = len(_finished(study))
         value = "" if trial.value is None else f" value {trial.value:.4g}"
         wall = trial.duration.total_seconds() if trial.duration else float("nan")
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
         original = retry_of(trial)
-        retry = "" if original is None else f" (a retry of trial {original}, whose worker died)"
+        retry = (
+            ""
+            if original is None
+            else f" (a retry of trial {original}, {_why_retried(study, original)})"
+        )
         why = trial.user_attrs.get(INFEASIBLE)
         state = trial.state.name.lower() + (f" ({why})" if why else "")
         progress.note(
@@ -398,6 +402,17 @@ def _started(study: optuna.Study) -> list[FrozenTrial]:
     trials = study.get_trials(deepcopy=False)
     retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
     return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried]
+
+
+def _finished(study: optuna.Study) -> list[FrozenTrial]:
+    """The finished trials that count toward n_trials (not the failed ones a retry
+    replaces): the progress line's count."""
+    return [t for t in _started(study) if t.state in _FINISHED]
+
+
+def _why_retried(study: optuna.Study, original: int) -> str:
+    stopped = study.get_trials(deepcopy=False)[original].user_attrs.get(INTERRUPTED)
+    return "which a Ctrl-C stopped" if stopped else "whose worker died"
 
 
 def enqueue(study: optuna.Study, search: SearchParams) -> int:
@@ -433,7 +448,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for handler in logging.getLogger("optuna").handlers:
         handler.addFilter(_without_interrupt_tracebacks)
-    finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
+    finished = len(_finished(study))
     progress = Progress("search", search.n_trials, "trials", initial=finished)
     deadline = None if search.timeout_s is None else time.monotonic() + search.timeout_s
     waiting_said = False

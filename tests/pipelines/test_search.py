@@ -541,7 +541,11 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, m
 
     monkeypatch.setattr(search_module, "run_training", real_training)
     summary = search(params, layout)
-    assert "trials [0] were stopped by a Ctrl-C: queued again" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "trials [0] were stopped by a Ctrl-C: queued again" in out
+    # The copy takes the stopped trial's place in the count: 1 of 3 done, not 2.
+    assert "trial 1 (a retry of trial 0, which a Ctrl-C stopped) complete" in out
+    assert "(1/3 finished)" in out and "(4/3 finished)" not in out
     trials = open_study(params, layout).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL] + [TrialState.COMPLETE] * 3
     assert trials[1].params == stopped.params and trials[1].system_attrs["failed_trial"] == 0
