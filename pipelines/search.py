@@ -132,17 +132,22 @@ def has_heartbeat(study: optuna.Study) -> bool:
     )
 
 
-def worker_seed(study_seed: int, worker: int) -> int:
-    """The sampler seed of worker `worker`: the study's own for worker 0 (a one-process
-    search samples as it always did), distinct and reproducible for the others (workers
-    seeded alike would sample identical trials)."""
-    if worker == 0:
+def worker_seed(study_seed: int, worker: int, finished: int = 0) -> int:
+    """The sampler seed of worker `worker` starting on a study with `finished` finished
+    trials: the study's own for worker 0 of a new study (a one-process search samples as it
+    always did), distinct and reproducible otherwise. Workers seeded alike would sample
+    identical trials, and so would a resumed study: its first sampled trial would be the
+    first session's again."""
+    if worker == 0 and finished == 0:
         return study_seed
-    return int(np.random.SeedSequence([study_seed, worker]).generate_state(1)[0])
+    key = [study_seed, worker] + ([finished] if finished else [])
+    return int(np.random.SeedSequence(key).generate_state(1)[0])
 
 
-def make_sampler(search: SearchParams, worker: int = 0) -> optuna.samplers.BaseSampler:
-    seed = worker_seed(search.seed, worker)
+def make_sampler(
+    search: SearchParams, worker: int = 0, finished: int = 0
+) -> optuna.samplers.BaseSampler:
+    seed = worker_seed(search.seed, worker, finished)
     if search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if search.sampler == "cmaes":
@@ -445,6 +450,8 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     study = open_study(params, layout, worker)
     if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
+    finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
+    study.sampler = make_sampler(search, worker, finished)  # a resumed study draws afresh
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for handler in logging.getLogger("optuna").handlers:
         handler.addFilter(_without_interrupt_tracebacks)

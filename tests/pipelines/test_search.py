@@ -383,6 +383,31 @@ def test_worker_seeds_are_distinct_reproducible_and_the_studys_own_for_worker_0(
     seeds = [search_module.worker_seed(7, w) for w in range(4)]
     assert seeds[0] == 7 and len(set(seeds)) == 4
     assert seeds == [search_module.worker_seed(7, w) for w in range(4)]
+    resumed = [search_module.worker_seed(7, w, finished=5) for w in range(4)]
+    assert len(set(seeds + resumed)) == 8
+    assert resumed == [search_module.worker_seed(7, w, finished=5) for w in range(4)]
+
+
+def test_a_resumed_study_does_not_redraw_its_first_sessions_trials(tmp_path, monkeypatch):
+    """Seeded alike, a resumed worker would sample the first session's trials again: the
+    HalfCheetah SAC study's first sampled trial after a resume repeated trial 1's values."""
+    params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
+    real_training = search_module.run_training
+    calls = itertools.count()
+
+    def ctrl_c_on_the_second(trainer, *args, **kwargs):
+        if next(calls) == 1:
+            raise KeyboardInterrupt
+        return real_training(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_training", ctrl_c_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    params = parse_params(with_search(n_trials=4, pruner="none", retries=0))  # samples 2
+    search(params, layout)
+    first, stopped, *later = open_study(params, layout).get_trials()
+    assert stopped.state == TrialState.FAIL and len(later) == 2
+    assert all(t.params != first.params and t.params != stopped.params for t in later)
 
 
 def test_parallel_workers_sample_different_trials(tmp_path):
