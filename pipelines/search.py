@@ -209,11 +209,11 @@ def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
     study and resuming it costs their training time but not their place in `n_trials`;
     return their numbers. A trial that failed on its own (a non-finite loss) stays failed."""
     trials = study.get_trials(deepcopy=False)
-    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    replaced = _replaced(trials)
     stopped = [
         t
         for t in trials
-        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in retried
+        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in replaced
     ]
     return [t.number for t in stopped if _queue_again(study, t, retries)]
 
@@ -405,8 +405,13 @@ def _started(study: optuna.Study) -> list[FrozenTrial]:
     """The trials that count toward n_trials: all but those still waiting (enqueued ones
     and retries run within n_trials) and the failed ones a retry replaces."""
     trials = study.get_trials(deepcopy=False)
-    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
-    return [t for t in trials if t.state != TrialState.WAITING and t.number not in retried]
+    replaced = _replaced(trials)
+    return [t for t in trials if t.state != TrialState.WAITING and t.number not in replaced]
+
+
+def _replaced(trials: list[FrozenTrial]) -> set[int]:
+    """The trials a retry copies (Optuna's `retry_history`): they count through the copy."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
 
 
 def _finished(study: optuna.Study) -> list[FrozenTrial]:
@@ -450,13 +455,13 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     study = open_study(params, layout, worker)
     if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
-    finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
-    study.sampler = make_sampler(search, worker, finished)  # a resumed study draws afresh
+    # A resumed study draws afresh: its seed counts every ended trial, replaced ones too.
+    ended = len(study.get_trials(deepcopy=False, states=_FINISHED))
+    study.sampler = make_sampler(search, worker, ended)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for handler in logging.getLogger("optuna").handlers:
         handler.addFilter(_without_interrupt_tracebacks)
-    finished = len(_finished(study))
-    progress = Progress("search", search.n_trials, "trials", initial=finished)
+    progress = Progress("search", search.n_trials, "trials", initial=len(_finished(study)))
     deadline = None if search.timeout_s is None else time.monotonic() + search.timeout_s
     waiting_said = False
     try:
