@@ -147,6 +147,12 @@ class Layout:
         return self.root / "metrics" / f"{self._search_dir}.json"
 
     @property
+    def search_trials(self) -> Path:
+        """Checkpoints of running trials, `<number>.pt`: a trial stopped by a Ctrl-C or a
+        killed worker goes on from its last evaluation when the study resumes (not in git)."""
+        return self.root / "outputs" / self._search_dir / "trials"
+
+    @property
     def search_html(self) -> Path:
         """Self-contained interactive plots (several MB each: cached by DVC, not in git)."""
         return self.root / "outputs" / self._search_dir / "html"

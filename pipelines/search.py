@@ -14,6 +14,10 @@ SQLAlchemy URL (e.g. PostgreSQL) is a database shared by workers on several mach
 `search.n_trials` is the study's total: a resumed study runs only the trials it lacks.
 `--workers N` runs N processes on this machine against the same storage.
 
+A running trial saves its training at an evaluation (at most every
+`TRIAL_CHECKPOINT_EVERY_S`) to `Layout.search_trials`; a retry of a trial that a Ctrl-C or a
+killed worker stopped goes on from there when that file is on its machine.
+
 A worker that dies leaves its trial RUNNING. In a database, trials send heartbeats
 (`pipelines.database`): any worker fails a trial whose heartbeat stopped and runs it again,
 and workers whose study is full wait for the other workers' last trials so that none is
@@ -70,6 +74,7 @@ from pipelines.params import (
 )
 from pipelines.progress import Progress
 from pipelines.train import run_training
+from rlcore.checkpoint import CheckpointError, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
@@ -84,6 +89,10 @@ ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entr
 WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
 INFEASIBLE = "infeasible"  # user attribute of a trial pruned before training: why
 INTERRUPTED = "interrupted"  # user attribute of a trial a Ctrl-C failed: queued again later
+TRIAL_PROGRESS = "search_trial"  # a trial checkpoint's entry: seed, evaluations, reports
+# A running trial's checkpoint is rewritten at an evaluation at most this often: often enough
+# that a stop costs minutes of training, seldom enough that a large replay buffer costs little.
+TRIAL_CHECKPOINT_EVERY_S = 300.0
 WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
 
 
@@ -261,20 +270,36 @@ def trial_values(trial: FrozenTrial, space: dict[str, SearchDimension]) -> dict[
 
 
 def objective(
-    params: Params, note: Callable[[str], None] | None = None
+    params: Params,
+    note: Callable[[str], None] | None = None,
+    checkpoints: Path | None = None,
 ) -> Callable[[optuna.Trial], float]:
     """The study's objective: train the trial's config on each seed; mean final metric.
-    `note` gets a line per evaluation, so that an hour-long trial shows how it goes."""
+    `note` gets a line per evaluation, so that an hour-long trial shows how it goes.
+
+    With `checkpoints` (a directory), a running trial saves its training there at an
+    evaluation (at most every `TRIAL_CHECKPOINT_EVERY_S`), and a retry of a trial that a
+    Ctrl-C or a killed worker stopped goes on from that point, bit-identically, instead of
+    training from the start; the checkpoint is deleted once the trial has ended."""
     search = params.search
     metric = OBJECTIVE_METRICS[search.objective]
 
     def run(trial: optuna.Trial) -> float:
+        if trial.user_attrs.get(INTERRUPTED):  # a retry copies its original's attributes
+            trial.set_user_attr(INTERRUPTED, False)  # only a Ctrl-C of this run sets it
         try:
-            return train_trial(trial)
+            value = train_trial(trial)
         except KeyboardInterrupt:
             # Not the params' fault: the next search queues them again (`requeue_stopped`).
             trial.set_user_attr(INTERRUPTED, True)
+            raise  # its checkpoint stays, for the retry
+        except _TrialTakenOver:
+            raise  # another worker runs its retry, which may go on from the checkpoint
+        except BaseException:
+            _drop_checkpoints(trial, checkpoints)  # pruned or failed: nothing to go on with
             raise
+        _drop_checkpoints(trial, checkpoints)
+        return value
 
     def train_trial(trial: optuna.Trial) -> float:
         trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
@@ -288,10 +313,13 @@ def objective(
         if interval is not None:  # evaluate at the same env steps whatever the batch size
             every = max(1, interval // cfg.steps_per_iter)
             cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
-        evaluations = 0
-        finals = []
-        for k in range(search.seeds_per_trial):
-            seen: list[float] = []  # this seed's evaluations of the metric, in order
+        resume = _resume_point(trial, checkpoints, note)
+        restored: dict[str, Any] = resume[1] if resume is not None else {}
+        evaluations: int = restored.get("evaluations", 0)
+        finals: list[float] = list(restored.get("finals", []))
+        for k in range(restored.get("seed_index", 0), search.seeds_per_trial):
+            # this seed's evaluations of the metric, in order
+            seen: list[float] = list(restored.get("seen", []))
             seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
             # Each seed's reports follow the previous seed's (the pruner needs rising steps).
             offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
@@ -324,7 +352,28 @@ def objective(
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
 
             trainer = Trainer(seed_cfg, sink=report, compile_loss=params.runtime.compile)
-            run_training(trainer)
+            if restored:
+                _go_on(trial, trainer, resume, note)
+                restored = {}  # the next seed starts from scratch
+            saved_at = time.monotonic()
+
+            def save(trainer: Trainer, k: int = k, seen: list[float] = seen) -> None:
+                nonlocal saved_at
+                if checkpoints is None or time.monotonic() - saved_at < TRIAL_CHECKPOINT_EVERY_S:
+                    return
+                progress = {
+                    "seed_index": k,
+                    "seen": seen,
+                    "finals": finals,
+                    "evaluations": evaluations,
+                    "reports": dict(_check_still_running(trial).intermediate_values),
+                }
+                checkpoints.mkdir(parents=True, exist_ok=True)
+                trainer.save(checkpoints / f"{trial.number}.pt", extra={TRIAL_PROGRESS: progress})
+                saved_at = time.monotonic()
+                _drop_checkpoints(trial, checkpoints, own=False)  # its own now goes further
+
+            run_training(trainer, trainer.cfg.trainer.eval_every_iters or None, save)
             if metric not in trainer.last_eval:
                 raise SearchError(
                     f"search.objective {search.objective!r}: {cfg.env.name} reports no {metric}"
@@ -334,6 +383,62 @@ def objective(
         return statistics.fmean(finals)
 
     return run
+
+
+def _resume_point(
+    trial: optuna.Trial, checkpoints: Path | None, note: Callable[[str], None] | None
+) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint a retry goes on from (the latest its retried trials saved) and the
+    trial's progress saved with it; None to train from the start."""
+    if checkpoints is None:
+        return None
+    for number in reversed(_retried(trial)):
+        path = checkpoints / f"{number}.pt"
+        if not path.exists():
+            continue
+        try:
+            return path, load_checkpoint(path)[TRIAL_PROGRESS]
+        except (CheckpointError, KeyError) as exc:
+            if note is not None:
+                note(f"[search] trial {trial.number}: starts over: {path} is unusable ({exc})")
+            return None
+    return None
+
+
+def _go_on(
+    trial: optuna.Trial,
+    trainer: Trainer,
+    resume: tuple[Path, dict[str, Any]] | None,
+    note: Callable[[str], None] | None,
+) -> None:
+    """Restore the retried trial's training and report its evaluations to this trial (the
+    pruner and the plots see the whole curve)."""
+    assert resume is not None
+    path, progress = resume
+    trainer.load(path)
+    stored = _check_still_running(trial)
+    for step, value in sorted(progress["reports"].items()):
+        if step not in stored.intermediate_values:
+            trial.report(value, step)
+    if note is not None:
+        note(
+            f"[search] trial {trial.number}: goes on from trial {path.stem}'s checkpoint at "
+            f"{trainer.env_steps:,} env steps"
+        )
+
+
+def _retried(trial: optuna.Trial) -> list[int]:
+    """The trials this one retries, first to last (Optuna's `retry_history`)."""
+    return trial.study._storage.get_trial_system_attrs(trial._trial_id).get("retry_history", [])
+
+
+def _drop_checkpoints(trial: optuna.Trial, checkpoints: Path | None, own: bool = True) -> None:
+    """Delete the checkpoints of `trial` (`own`) and of the trials it retries."""
+    if checkpoints is None:
+        return
+    numbers = [*_retried(trial), *([trial.number] if own else [])]
+    for number in numbers:
+        (checkpoints / f"{number}.pt").unlink(missing_ok=True)
 
 
 def _infeasible(cfg: ExperimentConfig, search: SearchParams) -> str | None:
@@ -470,7 +575,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
             if missing > 0:
                 try:
                     study.optimize(
-                        objective(params, progress.note),
+                        objective(params, progress.note, layout.search_trials),
                         n_trials=missing,
                         timeout=None if deadline is None else deadline - time.monotonic(),
                         catch=(NonFiniteError,),
@@ -686,9 +791,15 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
     """best_params.yaml, trials.csv, plots and summary.md; returns the study's metrics."""
     search = params.search
     trials = study.get_trials(deepcopy=False)
-    counts = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
+    replaced = _replaced(trials)  # failed trials a retry ran again: they count through it
+    counted = [t for t in trials if t.number not in replaced]
+    counts = {s.name.lower(): sum(t.state == s for t in counted) for s in TrialState}
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    summary: dict[str, Any] = {"trials": len(trials), **counts}
+    summary: dict[str, Any] = {
+        "trials": len(_started(study)),
+        **counts,
+        "retried": len(replaced),
+    }
     out = layout.search_reports
     out.mkdir(parents=True, exist_ok=True)
     _write_trials_csv(trials, search, out / "trials.csv")
@@ -705,7 +816,7 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
     plots = _write_plots(study, out, layout.search_html)
     html = os.path.relpath(layout.search_html, out)
     own_file = bool(layout.search_name)
-    summary_md = _summary_markdown(study, params, best, counts, plots, html, own_file)
+    summary_md = _summary_markdown(study, params, best, summary, plots, html, own_file)
     write_text(out / "summary.md", summary_md)
     return summary
 
@@ -780,13 +891,24 @@ def _summary_markdown(
     study: optuna.Study,
     params: Params,
     best: FrozenTrial | None,
-    counts: dict[str, int],
+    summary: dict[str, Any],
     plots: list[str],
     html: str,
     own_file: bool = False,
 ) -> str:
     """`own_file`: the study ran from a params file other than the project's params.yaml."""
     search = params.search
+    counts = {state.name.lower(): summary[state.name.lower()] for state in TrialState}
+    stopped = [
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+        if t.user_attrs.get(INTERRUPTED) and t.number not in _replaced(study.trials)
+    ]
+    notes = []
+    if stopped:
+        notes.append(f"trials {stopped} were stopped by a Ctrl-C and run again on resuming")
+    if summary["retried"]:
+        notes.append(f"{summary['retried']} stopped trial(s) ran again as retries, not counted")
     lines = [
         f"# Search: {search.study_name}",
         "",
@@ -796,7 +918,9 @@ def _summary_markdown(
         "",
         "Trials: "
         + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
-        + f" ({sum(counts.values())} of `n_trials` {search.n_trials}).",
+        + f" ({summary['trials']} of `n_trials` {search.n_trials})"
+        + "".join(f"; {note}" for note in notes)
+        + ".",
         "",
     ]
     if best is not None:

@@ -18,6 +18,7 @@ import pipelines.search as search_module
 from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
 from pipelines.search import open_study, search
+from rlcore.errors import NonFiniteError
 
 TINY = {
     "name": "tiny-search",
@@ -283,7 +284,8 @@ def test_a_search_repairs_a_journal_torn_by_a_killed_worker(tmp_path, capsys):
     assert journal.read_bytes().startswith(complete_bytes)  # nothing committed was lost
     trials = open_study(params, layout).get_trials()
     assert trials[0].state == TrialState.FAIL and trials[0].intermediate_values == {0: 1.0}
-    assert summary["complete"] == 2 and summary["fail"] == 1  # the orphan's copy ran too
+    # The orphan's copy ran too and took its place: the summary counts it, not the orphan.
+    assert summary["complete"] == 2 and summary["fail"] == 0 and summary["retried"] == 1
     assert not Path(f"{journal}.lock").exists()
 
 
@@ -529,7 +531,9 @@ def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
     assert {t.number: t.state for t in trials} == {t.number: TrialState.FAIL for t in running}
     rows = read_trials(Layout(tmp_path))
     assert sorted(r["state"] for r in rows) == ["FAIL", "FAIL"]
-    assert (Layout(tmp_path).search_reports / "summary.md").exists()
+    summary_md = (Layout(tmp_path).search_reports / "summary.md").read_text()
+    stopped = sorted(t.number for t in running)
+    assert f"trials {stopped} were stopped by a Ctrl-C and run again on resuming" in summary_md
 
 
 def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path, monkeypatch):
@@ -574,11 +578,89 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, m
     trials = open_study(params, layout).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL] + [TrialState.COMPLETE] * 3
     assert trials[1].params == stopped.params and trials[1].system_attrs["failed_trial"] == 0
-    assert summary["complete"] == 3
+    assert trials[1].user_attrs["interrupted"] is False  # copied, then cleared: it ran on
+    assert summary["complete"] == 3 and summary["fail"] == 0
+    assert summary["trials"] == 3 and summary["retried"] == 1
+    summary_md = (layout.search_reports / "summary.md").read_text()
+    assert "Trials: 3 complete (3 of `n_trials` 3); 1 stopped trial(s) ran again" in summary_md
     # A second resume queues nothing again: the copy already replaced the stopped trial.
     search(params, layout)
     assert "stopped by a Ctrl-C" not in capsys.readouterr().out
     assert len(open_study(params, layout).get_trials()) == 4
+
+
+def test_a_retry_that_fails_on_its_own_is_not_queued_again(tmp_path, monkeypatch):
+    """The copy inherits its original's `interrupted` attribute: only a Ctrl-C of the copy
+    itself may mark it so, or a copy whose loss went NaN would be run again."""
+    params, layout = parse_params(with_search(n_trials=1, pruner="none")), Layout(tmp_path)
+
+    def ctrl_c(trainer, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    def diverge(trainer, *args, **kwargs):
+        raise NonFiniteError("the loss is nan")
+
+    monkeypatch.setattr(search_module, "run_training", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    assert search_module.requeue_stopped(open_study(params, layout), retries=2) == [0]
+    monkeypatch.setattr(search_module, "run_training", diverge)
+    search_module.run_worker(params, layout)
+    _, copy = open_study(params, layout).get_trials()
+    assert copy.state == TrialState.FAIL and copy.user_attrs["interrupted"] is False
+    assert search_module.requeue_stopped(open_study(params, layout), retries=2) == []
+
+
+@pytest.mark.parametrize("seeds, stop_in_seed", [(1, 0), (2, 1)])
+def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
+    tmp_path, monkeypatch, capsys, seeds, stop_in_seed
+):
+    """A retry of a trial a Ctrl-C stopped trains only what was left, from the stopped
+    trial's last checkpoint (in its second seed: the first seed's result kept): its
+    evaluations and value equal an unstopped trial's."""
+    monkeypatch.setattr(search_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)  # at each evaluation
+    data = with_search(n_trials=1, pruner="none", seeds_per_trial=seeds)
+    data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 6}  # 6 evaluations
+    params = parse_params(data)
+    search(params, Layout(tmp_path / "whole"))
+    (whole,) = open_study(params, Layout(tmp_path / "whole")).get_trials()
+
+    layout = Layout(tmp_path / "stopped")
+    real_training = search_module.run_training
+    calls = itertools.count()
+    trained: list[int] = []  # the iterations each call of run_training trained
+
+    def stop_after_3(trainer, chunk, after_chunk):
+        stopping = next(calls) == stop_in_seed
+
+        def then_stop(trainer):
+            after_chunk(trainer)
+            if stopping and trainer.iteration == 3:
+                raise KeyboardInterrupt
+
+        return real_training(trainer, chunk, then_stop)
+
+    def counted(trainer, *args):
+        start = trainer.iteration
+        reached = real_training(trainer, *args)
+        trained.append(trainer.iteration - start)
+        return reached
+
+    monkeypatch.setattr(search_module, "run_training", stop_after_3)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    assert (layout.search_trials / "0.pt").exists()
+    monkeypatch.setattr(search_module, "run_training", counted)
+    search(params, layout)
+
+    out = capsys.readouterr().out
+    assert "trial 1: goes on from trial 0's checkpoint at 384 env steps" in out
+    assert trained == [3]  # the 3 iterations left of the stopped seed, not 6 (or 12)
+    stopped, copy = open_study(params, layout).get_trials()
+    assert len(stopped.intermediate_values) == 6 * stop_in_seed + 3
+    assert copy.state == TrialState.COMPLETE and copy.value == whole.value
+    assert copy.intermediate_values == whole.intermediate_values
+    assert list(layout.search_trials.iterdir()) == []  # deleted once the trial ended
 
 
 def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
