@@ -74,7 +74,7 @@ from pipelines.params import (
 )
 from pipelines.progress import Progress
 from pipelines.train import run_training
-from rlcore.checkpoint import CheckpointError, load_checkpoint
+from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
@@ -313,14 +313,14 @@ def objective(
         if interval is not None:  # evaluate at the same env steps whatever the batch size
             every = max(1, interval // cfg.steps_per_iter)
             cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
-        resume = _resume_point(trial, checkpoints, note)
+        resume = _resume_point(trial, checkpoints, cfg, note)
         restored: dict[str, Any] = resume[1] if resume is not None else {}
         evaluations: int = restored.get("evaluations", 0)
         finals: list[float] = list(restored.get("finals", []))
         for k in range(restored.get("seed_index", 0), search.seeds_per_trial):
             # this seed's evaluations of the metric, in order
             seen: list[float] = list(restored.get("seen", []))
-            seed_cfg = replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
+            seed_cfg = _seed_config(cfg, k)
             # Each seed's reports follow the previous seed's (the pruner needs rising steps).
             offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
 
@@ -385,11 +385,20 @@ def objective(
     return run
 
 
+def _seed_config(cfg: ExperimentConfig, k: int) -> ExperimentConfig:
+    """The trial's config for its k-th seed (`search.seeds_per_trial`)."""
+    return replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
+
+
 def _resume_point(
-    trial: optuna.Trial, checkpoints: Path | None, note: Callable[[str], None] | None
+    trial: optuna.Trial,
+    checkpoints: Path | None,
+    cfg: ExperimentConfig,
+    note: Callable[[str], None] | None,
 ) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint a retry goes on from (the latest its retried trials saved) and the
-    trial's progress saved with it; None to train from the start."""
+    trial's progress saved with it; None to train from the start (none, or one that is
+    damaged or was written by another configuration: the params file changed since)."""
     if checkpoints is None:
         return None
     for number in reversed(_retried(trial)):
@@ -397,11 +406,15 @@ def _resume_point(
         if not path.exists():
             continue
         try:
-            return path, load_checkpoint(path)[TRIAL_PROGRESS]
+            state = load_checkpoint(path)
+            progress = state[TRIAL_PROGRESS]
+            if state["config_hash"] != config_hash(_seed_config(cfg, progress["seed_index"])):
+                raise CheckpointError("it was written by another configuration")
         except (CheckpointError, KeyError) as exc:
             if note is not None:
-                note(f"[search] trial {trial.number}: starts over: {path} is unusable ({exc})")
+                note(f"[search] trial {trial.number} starts over: {path} is unusable: {exc}")
             return None
+        return path, progress
     return None
 
 
@@ -698,9 +711,12 @@ def search(
         waiting = enqueue(study, params.search)
         if waiting:
             print(f"[search] {waiting} queued trial(s) run first (search.enqueue, retries)")
+    waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     print(
-        f"[search] study {params.search.study_name!r}: {len(study.trials)} trials so far, "
-        f"target {params.search.n_trials}, {workers} worker(s)",
+        f"[search] study {params.search.study_name!r}: {len(_started(study))} of "
+        f"{params.search.n_trials} trials so far"
+        + (f", {waiting} queued" if waiting else "")
+        + f", {workers} worker(s)",
         flush=True,
     )
     command = [sys.executable, "-m", "pipelines", "search", "--params", str(params_path)]
@@ -899,10 +915,15 @@ def _summary_markdown(
     """`own_file`: the study ran from a params file other than the project's params.yaml."""
     search = params.search
     counts = {state.name.lower(): summary[state.name.lower()] for state in TrialState}
-    stopped = [
+    trials = study.get_trials(deepcopy=False)
+    replaced = _replaced(trials)
+    stopped = [  # what `requeue_stopped` will queue again
         t.number
-        for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-        if t.user_attrs.get(INTERRUPTED) and t.number not in _replaced(study.trials)
+        for t in trials
+        if t.state == TrialState.FAIL
+        and t.user_attrs.get(INTERRUPTED)
+        and t.number not in replaced
+        and len(t.system_attrs.get("retry_history", ())) < search.retries
     ]
     notes = []
     if stopped:

@@ -140,7 +140,7 @@ def test_search_runs_only_when_asked_for_and_resumes(project):
     params["search"]["n_trials"] = 4
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     out = run([sys.executable, "-m", "dvc", "repro", "search/dvc.yaml"], root, env)
-    assert "3 trials so far, target 4" in out
+    assert "3 of 4 trials so far" in out
     assert json.loads((root / "metrics" / "search.json").read_text())["trials"] == 4
 
 

@@ -663,6 +663,36 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     assert list(layout.search_trials.iterdir()) == []  # deleted once the trial ended
 
 
+def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(search_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)
+    data = with_search(n_trials=1, pruner="none")
+    params, layout = parse_params(data), Layout(tmp_path)
+    real_training = search_module.run_training
+
+    def stop_after_2(trainer, chunk, after_chunk):
+        def then_stop(trainer):
+            after_chunk(trainer)
+            if trainer.iteration == 2:
+                raise KeyboardInterrupt
+
+        return real_training(trainer, chunk, then_stop)
+
+    monkeypatch.setattr(search_module, "run_training", stop_after_2)
+    with pytest.raises(KeyboardInterrupt):
+        search_module.run_worker(params, layout)
+    monkeypatch.setattr(search_module, "run_training", real_training)
+    data["trainer"] = {**TINY["trainer"], "eval_episodes": 3}  # edited meanwhile
+    search(parse_params(data), layout)
+
+    out = capsys.readouterr().out
+    assert "trial 1 starts over: " in out and "written by another configuration" in out
+    _, copy = open_study(params, layout).get_trials()
+    assert copy.state == TrialState.COMPLETE and len(copy.intermediate_values) == 4
+    assert list(layout.search_trials.iterdir()) == []
+
+
 def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
     params = parse_params(with_search(n_trials=1, pruner="none", retries=0))
     layout = Layout(tmp_path)
