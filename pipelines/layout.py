@@ -149,7 +149,8 @@ class Layout:
     @property
     def search_trials(self) -> Path:
         """Checkpoints of running trials, `<number>.pt`: a trial stopped by a Ctrl-C or a
-        killed worker goes on from its last evaluation when the study resumes (not in git)."""
+        killed worker goes on from its last evaluation when the study resumes (not in git).
+        Use it on `for_study(name)`: trial numbers are per study, and a journal holds many."""
         return self.root / "outputs" / self._search_dir / "trials"
 
     @property

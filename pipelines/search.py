@@ -15,7 +15,7 @@ SQLAlchemy URL (e.g. PostgreSQL) is a database shared by workers on several mach
 `--workers N` runs N processes on this machine against the same storage.
 
 A running trial saves its training at an evaluation (at most every
-`TRIAL_CHECKPOINT_EVERY_S`) to `Layout.search_trials`; a retry of a trial that a Ctrl-C or a
+`TRIAL_CHECKPOINT_EVERY_S`) to `trial_checkpoints`; a retry of a trial that a Ctrl-C or a
 killed worker stopped goes on from there when that file is on its machine.
 
 A worker that dies leaves its trial RUNNING. In a database, trials send heartbeats
@@ -225,6 +225,31 @@ def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
         if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in replaced
     ]
     return [t.number for t in stopped if _queue_again(study, t, retries)]
+
+
+def trial_checkpoints(layout: Layout, search: SearchParams) -> Path:
+    """Where the study's running trials save their training: under the study's own name
+    (`outputs/search-<study>/trials/`), as trial numbers are per study."""
+    return layout.for_study(search.study_name).search_trials
+
+
+def drop_stale_checkpoints(study: optuna.Study, checkpoints: Path) -> list[int]:
+    """Delete the trial checkpoints nothing will go on from: a trial's, once it has ended
+    and no retry of it waits or runs (e.g. its retries ran out, or a retry ran on another
+    machine); return their trial numbers."""
+    if not checkpoints.is_dir():
+        return []
+    trials = study.get_trials(deepcopy=False)
+    live = (TrialState.WAITING, TrialState.RUNNING)
+    wanted = {t.number for t in trials if t.state == TrialState.RUNNING} | {
+        n for t in trials if t.state in live for n in t.system_attrs.get("retry_history", ())
+    }
+    dropped = []
+    for path in checkpoints.glob("*.pt"):
+        if path.stem.isdigit() and int(path.stem) < len(trials) and int(path.stem) not in wanted:
+            path.unlink(missing_ok=True)
+            dropped.append(int(path.stem))
+    return sorted(dropped)
 
 
 def _queue_again(study: optuna.Study, trial: FrozenTrial, retries: int) -> bool:
@@ -588,7 +613,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
             if missing > 0:
                 try:
                     study.optimize(
-                        objective(params, progress.note, layout.search_trials),
+                        objective(params, progress.note, trial_checkpoints(layout, search)),
                         n_trials=missing,
                         timeout=None if deadline is None else deadline - time.monotonic(),
                         catch=(NonFiniteError,),
@@ -711,6 +736,9 @@ def search(
         waiting = enqueue(study, params.search)
         if waiting:
             print(f"[search] {waiting} queued trial(s) run first (search.enqueue, retries)")
+        dropped = drop_stale_checkpoints(study, trial_checkpoints(layout, params.search))
+        if dropped:
+            print(f"[search] deleted the checkpoints of ended trials {dropped} (no retry left)")
     waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     print(
         f"[search] study {params.search.study_name!r}: {len(_started(study))} of "

@@ -649,7 +649,9 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     monkeypatch.setattr(search_module, "run_training", stop_after_3)
     with pytest.raises(KeyboardInterrupt):
         search_module.run_worker(params, layout)
-    assert (layout.search_trials / "0.pt").exists()
+    checkpoints = search_module.trial_checkpoints(layout, params.search)
+    assert checkpoints == tmp_path / "stopped" / "outputs" / "search-tiny" / "trials"
+    assert (checkpoints / "0.pt").exists()
     monkeypatch.setattr(search_module, "run_training", counted)
     search(params, layout)
 
@@ -660,7 +662,27 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     assert len(stopped.intermediate_values) == 6 * stop_in_seed + 3
     assert copy.state == TrialState.COMPLETE and copy.value == whole.value
     assert copy.intermediate_values == whole.intermediate_values
-    assert list(layout.search_trials.iterdir()) == []  # deleted once the trial ended
+    assert list(checkpoints.iterdir()) == []  # deleted once the trial ended
+
+
+def test_checkpoints_no_retry_will_go_on_from_are_deleted_when_a_search_starts(tmp_path):
+    """A checkpoint outlives its trial when the retry ran elsewhere or retries ran out: the
+    next search deletes it, and keeps those a queued or running retry still needs."""
+    params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
+    study = open_study(params, layout)
+    ended, stopped, running = study.ask(), study.ask(), study.ask()
+    study.tell(ended, 1.0)
+    study.tell(stopped, state=TrialState.FAIL)
+    search_module._queue_again(study, study.get_trials()[stopped.number], retries=2)
+    checkpoints = search_module.trial_checkpoints(layout, params.search)
+    checkpoints.mkdir(parents=True)
+    for trial in (ended, stopped, running):
+        (checkpoints / f"{trial.number}.pt").write_bytes(b"state")
+    (checkpoints / "notes.pt").write_bytes(b"not ours")
+
+    assert search_module.drop_stale_checkpoints(study, checkpoints) == [ended.number]
+    left = sorted(p.name for p in checkpoints.iterdir())
+    assert left == sorted([f"{stopped.number}.pt", f"{running.number}.pt", "notes.pt"])
 
 
 def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
@@ -690,7 +712,7 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     assert "trial 1 starts over: " in out and "written by another configuration" in out
     _, copy = open_study(params, layout).get_trials()
     assert copy.state == TrialState.COMPLETE and len(copy.intermediate_values) == 4
-    assert list(layout.search_trials.iterdir()) == []
+    assert list(search_module.trial_checkpoints(layout, params.search).iterdir()) == []
 
 
 def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
