@@ -217,14 +217,22 @@ def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
     """Queue again (up to `retries` times) the trials a Ctrl-C failed, so that stopping a
     study and resuming it costs their training time but not their place in `n_trials`;
     return their numbers. A trial that failed on its own (a non-finite loss) stays failed."""
-    trials = study.get_trials(deepcopy=False)
+    stopped = _stopped(study.get_trials(deepcopy=False), retries)
+    return [t.number for t in stopped if _queue_again(study, t, retries)]
+
+
+def _stopped(trials: list[FrozenTrial], retries: int) -> list[FrozenTrial]:
+    """The trials a Ctrl-C failed that a resumed search will run again: not yet replaced
+    by a retry, and run fewer than `retries` times again so far."""
     replaced = _replaced(trials)
-    stopped = [
+    return [
         t
         for t in trials
-        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED) and t.number not in replaced
+        if t.state == TrialState.FAIL
+        and t.user_attrs.get(INTERRUPTED)
+        and t.number not in replaced
+        and len(t.system_attrs.get("retry_history", ())) < retries
     ]
-    return [t.number for t in stopped if _queue_again(study, t, retries)]
 
 
 def trial_checkpoints(layout: Layout, search: SearchParams) -> Path:
@@ -943,16 +951,7 @@ def _summary_markdown(
     """`own_file`: the study ran from a params file other than the project's params.yaml."""
     search = params.search
     counts = {state.name.lower(): summary[state.name.lower()] for state in TrialState}
-    trials = study.get_trials(deepcopy=False)
-    replaced = _replaced(trials)
-    stopped = [  # what `requeue_stopped` will queue again
-        t.number
-        for t in trials
-        if t.state == TrialState.FAIL
-        and t.user_attrs.get(INTERRUPTED)
-        and t.number not in replaced
-        and len(t.system_attrs.get("retry_history", ())) < search.retries
-    ]
+    stopped = [t.number for t in _stopped(study.get_trials(deepcopy=False), search.retries)]
     notes = []
     if stopped:
         notes.append(f"trials {stopped} were stopped by a Ctrl-C and run again on resuming")
