@@ -14,12 +14,15 @@ from typing import NamedTuple
 import gymnasium.spaces as spaces
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rlcore.config import PolicyConfig
 from rlcore.errors import ConfigError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+# What each activation module's forward calls (with its default arguments).
+_ACTIVATION_FUNCTIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: F.elu}
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -68,7 +71,27 @@ class RunningNorm(nn.Module):
         return ((obs - self.mean.float()) * scale).clamp_(-self.clip, self.clip)
 
 
-def _mlp(in_dim: int, out_dim: int, cfg: PolicyConfig, out_gain: float) -> nn.Sequential:
+class MLP(nn.Sequential):
+    """Linear layers and activations whose forward calls their functions directly.
+
+    A module call costs microseconds of Python (hooks, dispatch) whatever the layer's size;
+    on the 64x64 networks of control tasks the dozen calls of an actor-critic forward were
+    ~15% of acting (cProfile of the Gymnasium CartPole collector). The layers, parameters
+    and state-dict keys are an `nn.Sequential`'s, and the functions applied are the ones
+    its modules' forwards call, so the numbers are the same to the bit.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self:
+            if type(layer) is nn.Linear:
+                x = F.linear(x, layer.weight, layer.bias)
+            else:
+                function = _ACTIVATION_FUNCTIONS.get(type(layer))
+                x = function(x) if function is not None else layer(x)
+        return x
+
+
+def _mlp(in_dim: int, out_dim: int, cfg: PolicyConfig, out_gain: float) -> MLP:
     layers: list[nn.Module] = []
     for size in cfg.hidden_sizes:
         linear = nn.Linear(in_dim, size)
@@ -79,7 +102,7 @@ def _mlp(in_dim: int, out_dim: int, cfg: PolicyConfig, out_gain: float) -> nn.Se
     head = nn.Linear(in_dim, out_dim)
     nn.init.orthogonal_(head.weight, out_gain)
     nn.init.zeros_(head.bias)
-    return nn.Sequential(*layers, head)
+    return MLP(*layers, head)
 
 
 class Actor(nn.Module):

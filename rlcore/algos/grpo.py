@@ -30,7 +30,7 @@ from rlcore.algos.losses import (
     k3_kl,
     raise_if_non_finite,
 )
-from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.algos.minibatch import Minibatch, iterate_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.collector import GroupEpisodes
 from rlcore.distributed import Distributed
@@ -116,8 +116,8 @@ class GRPO:
             for batch in iterate_minibatches(
                 tv, _BATCH_KEYS, num_minibatches, self.generator, where=tv[MASK]
             ):
-                size = batch.batch_size[0]
-                loss_fn = lambda rows, batch=batch: self._loss(batch[rows])  # noqa: E731
+                size = batch[ADVANTAGE].shape[0]
+                loss_fn = lambda rows, batch=batch: self._loss(minibatch_rows(batch, rows))  # noqa: E731
                 sums += self.optimizer.step(size, chunk, loss_fn, cfg.max_grad_norm)
                 num_batches += 1
         # stats: [policy, entropy, approx_kl, clip_fraction, approx_ref_kl]
@@ -157,7 +157,7 @@ class GRPO:
             a = action[block].reshape(-1, *action.shape[2:])
             out[block] = self.reference.evaluate(o, a).log_prob.view(-1, num_envs)
 
-    def _loss(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+    def _loss(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         loss, stats = self._loss_terms(
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
             batch[REF_LOG_PROB],

@@ -22,7 +22,7 @@ from rlcore.algos.losses import (
     clipped_surrogate,
     raise_if_non_finite,
 )
-from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.algos.minibatch import Minibatch, iterate_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic, actor_critic_policy
@@ -156,18 +156,16 @@ class PPO:
             else {}
         )
 
-    def _step(self, batch: TensorDict, chunk: int | None) -> torch.Tensor:
+    def _step(self, batch: Minibatch, chunk: int | None) -> torch.Tensor:
         """One optimizer step on a minibatch (advantages normalised over the minibatch)."""
-        size = batch.batch_size[0]
         advantage = batch[ADVANTAGE]
+        size = advantage.shape[0]
         if self.cfg.normalize_advantage and size > 1:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        loss_fn = lambda rows: self._loss(batch[rows], advantage[rows])  # noqa: E731
+        loss_fn = lambda rows: self._loss(minibatch_rows(batch, rows), advantage[rows])  # noqa: E731
         return self.optimizer.step(size, chunk, loss_fn, self.cfg.max_grad_norm)
 
-    def _loss(
-        self, batch: TensorDict, advantage: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _loss(self, batch: Minibatch, advantage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         loss, stats = self._loss_terms(
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
             advantage,

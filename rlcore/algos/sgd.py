@@ -66,6 +66,11 @@ class PolicyOptimizer:
         self.lr = lr
         # Fused Adam: one kernel per step instead of several per parameter tensor.
         self.adam = torch.optim.Adam(policy.parameters(), lr=lr, eps=adam_eps, fused=True)
+        self.grads: Gradients = (
+            FlatGradients(self.parameters)
+            if FlatGradients.fits(self.parameters)
+            else TensorGradients(self.parameters)
+        )
 
     def begin_update(self) -> None:
         """Apply the schedule's rate for the update about to run."""
@@ -90,7 +95,7 @@ class PolicyOptimizer:
         over chunks of `chunk` rows gives the same gradient while only one chunk's
         activations are alive (`chunk` None: the whole minibatch at once).
         """
-        self.adam.zero_grad(set_to_none=True)
+        self.grads.zero()
         if chunk is None or chunk >= size:
             loss, stats = loss_fn(slice(0, size))
             loss.backward()
@@ -102,9 +107,10 @@ class PolicyOptimizer:
                 (loss * weight).backward()
                 stats = part_stats * weight if stats is None else stats + part_stats * weight
             assert stats is not None
+        self.grads.reattach()
         stats = self.dist.average_gradients(self.parameters, size, stats)
         if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.parameters, max_grad_norm)
+            self.grads.clip_norm(max_grad_norm)
         self.adam.step()
         return stats
 
@@ -115,3 +121,81 @@ class PolicyOptimizer:
         self.adam.load_state_dict(state["optimizer"])
         self.num_updates = int(state["num_updates"])
         self.set_lr(float(state["lr"]))
+
+
+class TensorGradients:
+    """Gradients as autograd leaves them, one tensor per parameter: the general case."""
+
+    def __init__(self, parameters: list[torch.nn.Parameter]) -> None:
+        self.parameters = parameters
+
+    def zero(self) -> None:
+        for param in self.parameters:
+            param.grad = None
+
+    def reattach(self) -> None:
+        pass
+
+    def clip_norm(self, max_norm: float) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+
+
+class FlatGradients:
+    """The parameters' gradients as views of one buffer, so that zeroing them is one fill and
+    norm clipping one multiply, where per-tensor gradients cost a call per tensor.
+
+    On the small networks of control tasks an optimizer step is a few hundred tiny tensor
+    ops, each costing more in dispatch than in arithmetic (see the guide, *Faster
+    updates*); this removes two dozen of them per step. Backward accumulates into a defined
+    `.grad` in place, so the views stay attached; `reattach` repairs any that code outside
+    (a `zero_grad(set_to_none=True)`, a `.to()`) replaced. The results are bit-identical to
+    per-tensor gradients: the same norms of the same values, the same products.
+    """
+
+    def __init__(self, parameters: list[torch.nn.Parameter]) -> None:
+        self.parameters = parameters
+        first = parameters[0]
+        self.buffer = torch.zeros(
+            sum(p.numel() for p in parameters), dtype=first.dtype, device=first.device
+        )
+        self.views = [
+            part.view_as(p)
+            for part, p in zip(
+                self.buffer.split([p.numel() for p in parameters]), parameters, strict=True
+            )
+        ]
+        for param, view in zip(parameters, self.views, strict=True):
+            param.grad = view
+
+    @staticmethod
+    def fits(parameters: list[torch.nn.Parameter]) -> bool:
+        """One buffer can hold them all: one dtype and device (true of every rlcore policy)."""
+        return bool(parameters) and len({(p.dtype, p.device) for p in parameters}) == 1
+
+    def zero(self) -> None:
+        """Zero every gradient, attaching any view that was replaced."""
+        self.reattach()
+        self.buffer.zero_()
+
+    def reattach(self) -> None:
+        """Make every parameter's `.grad` its view again, keeping any gradient it held."""
+        for param, view in zip(self.parameters, self.views, strict=True):
+            grad = param.grad
+            if grad is not view:
+                if grad is None:
+                    view.zero_()
+                else:
+                    view.copy_(grad)
+                param.grad = view
+
+    @torch.no_grad()
+    def clip_norm(self, max_norm: float) -> torch.Tensor:
+        """`torch.nn.utils.clip_grad_norm_` over the buffer: the same total norm (the norm
+        of the per-tensor norms) and scale, one multiply."""
+        # What clip_grad_norm_ computes, without its per-call grouping by device and dtype.
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self.views, 2.0)), 2.0)
+        self.buffer.mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        return total
+
+
+Gradients = TensorGradients | FlatGradients

@@ -62,3 +62,20 @@ def test_orthogonal_init_and_unsupported_spaces():
     torch.testing.assert_close(w.T @ w, 2 * torch.eye(4), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="unsupported action space"):
         Actor(4, spaces.MultiDiscrete([2, 2]), PolicyConfig())
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
+def test_mlp_computes_what_its_sequential_modules_compute_to_the_bit(activation):
+    torch.manual_seed(0)
+    policy = ActorCritic(4, spaces.Discrete(3), PolicyConfig(activation=activation))
+    obs = torch.randn(33, 4)
+    for net in (policy.actor, policy.critic):
+        as_modules = obs
+        for module in net:  # each module's own forward, as nn.Sequential runs them
+            as_modules = module(as_modules)
+        assert torch.equal(net(obs), as_modules)
+    assert list(policy.state_dict()) == [  # the keys checkpoints have always had
+        "actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias", "actor.4.weight",
+        "actor.4.bias", "critic.0.weight", "critic.0.bias", "critic.2.weight",
+        "critic.2.bias", "critic.4.weight", "critic.4.bias",
+    ]  # fmt: skip
