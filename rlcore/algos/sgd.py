@@ -141,15 +141,17 @@ class TensorGradients:
 
 
 class FlatGradients:
-    """The parameters' gradients as views of one buffer, so that zeroing them is one fill and
-    norm clipping one multiply, where per-tensor gradients cost a call per tensor.
+    """The parameters' gradients as views of one buffer: zeroing them is one fill, and norm
+    clipping one multiply without `clip_grad_norm_`'s per-call sorting of tensors by device
+    and dtype.
 
     On the small networks of control tasks an optimizer step is a few hundred tiny tensor
     ops, each costing more in dispatch than in arithmetic (see the guide, *Faster
-    updates*); this removes two dozen of them per step. Backward accumulates into a defined
-    `.grad` in place, so the views stay attached; `reattach` repairs any that code outside
-    (a `zero_grad(set_to_none=True)`, a `.to()`) replaced. The results are bit-identical to
-    per-tensor gradients: the same norms of the same values, the same products.
+    updates*). Backward adds into a `.grad` that exists in place, so the views stay
+    attached; `reattach` repairs any that code outside replaced (a
+    `zero_grad(set_to_none=True)`, say). The results are bit-identical to per-tensor
+    gradients: the same norms of the same values, the same products
+    (`benchmarks/versus_revision.py` checks it, and measures the time).
     """
 
     def __init__(self, parameters: list[torch.nn.Parameter]) -> None:
