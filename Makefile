@@ -4,10 +4,12 @@ PY := .venv/bin/python
 # The stages run `python -m pipelines ...`: put the project's interpreter first on PATH.
 RUN := PATH="$(CURDIR)/.venv/bin:$$PATH" DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1
 
-.venv/ready: pyproject.toml
+# constraints.txt pins every package to the release the committed results were made with, so
+# a fresh clone installs what was tested (pyproject.toml says which releases may work).
+.venv/ready: pyproject.toml constraints.txt
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -e ".[dev]"
+	.venv/bin/pip install -q -c constraints.txt -e ".[dev]"
 	touch .venv/ready
 
 setup: .venv/ready
@@ -34,4 +36,17 @@ test: .venv/ready
 	.venv/bin/ruff format --check .
 	$(RUN) $(PY) -m pytest
 
-.PHONY: setup repro search compare baseline test
+# Refresh constraints.txt: the newest releases pyproject.toml allows (all extras but the
+# CUDA one), resolved in a throwaway venv. Then `make test` and re-run what you cite.
+LOCK_EXTRAS := dev,bench,cmaes,postgres,dashboard,classic-control,mujoco
+lock:
+	rm -rf .venv-lock
+	python3 -m venv .venv-lock
+	.venv-lock/bin/pip install -q --upgrade pip
+	.venv-lock/bin/pip install -q -e ".[$(LOCK_EXTRAS)]"
+	{ sed -n '/^#/p' constraints.txt; \
+	  .venv-lock/bin/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-lock
+
+.PHONY: setup repro search compare baseline test lock

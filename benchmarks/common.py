@@ -59,6 +59,34 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+# Packages whose release changes results (env dynamics, kernels, the baseline), in the header.
+RESULT_PACKAGES = ("torch", "tensordict", "numpy", "gymnasium", "mujoco", "stable_baselines3")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def package_versions(names: Sequence[str] = RESULT_PACKAGES) -> dict[str, str]:
+    """Installed releases of `names` (those not installed are left out)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def setup(
     args: argparse.Namespace,
     title: str,
@@ -82,7 +110,11 @@ def setup(
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": usable,
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
+        # torch picks kernels for the CPU (AVX512, AVX2, ...): their roundings differ in the
+        # last bit, and training amplifies that, so results repeat only on the same kind.
+        "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+        "packages": package_versions(),
         "python": platform.python_version(),
         "argv": sys.argv[1:],
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -91,6 +123,12 @@ def setup(
     print(
         f"torch {meta['torch']} | torch threads {meta['torch_threads']} (--threads) | "
         f"CPUs {meta['cpu_count']} ({usable} usable) | python {meta['python']}"
+    )
+    print(
+        f"CPU {meta['cpu']} | torch kernels {meta['cpu_kernels']} | "
+        + " ".join(
+            f"{name} {release}" for name, release in meta["packages"].items() if name != "torch"
+        )
     )
     print(method or f"medians of {args.reps} timed repetitions after warm-up")
     return meta
