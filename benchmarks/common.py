@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import torch
 
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS_BY_ALGORITHM
-from rlcore.runtime import configure_cpu
+from rlcore.runtime import RESULT_PACKAGES, configure_cpu, provenance
 
 
 def scratch_env(**extra: str) -> dict[str, str]:
@@ -59,32 +58,8 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-# Packages whose release changes results (env dynamics, kernels, the baseline), in the header.
-RESULT_PACKAGES = ("torch", "tensordict", "numpy", "gymnasium", "mujoco", "stable_baselines3")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo), else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def package_versions(names: Sequence[str] = RESULT_PACKAGES) -> dict[str, str]:
-    """Installed releases of `names` (those not installed are left out)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in names:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
+# The run's packages, and the baseline's: its release changes its numbers too.
+BENCHMARK_PACKAGES = (*RESULT_PACKAGES, "stable_baselines3")
 
 
 def setup(
@@ -107,15 +82,9 @@ def setup(
         "benchmark": title,
         "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": usable,
-        "cpu": cpu_model(),
-        # torch picks kernels for the CPU (AVX512, AVX2, ...): their roundings differ in the
-        # last bit, and training amplifies that, so results repeat only on the same kind.
-        "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
-        "packages": package_versions(),
-        "python": platform.python_version(),
+        **provenance(packages=BENCHMARK_PACKAGES),
         "argv": sys.argv[1:],
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
     }

@@ -32,7 +32,8 @@ SEEDED_STAGES = ("train", "evaluate")
 # What `python -m pipelines <stage> --help` says each stage does (kept here: no heavy import).
 STAGE_HELP = {
     "train": "Train one seed of params.yaml's experiment. Writes "
-    "outputs/seeds/S/checkpoints/{final,best}.pt, metrics/seeds/S/{train.json,curve.csv} "
+    "outputs/seeds/S/checkpoints/{final,best}.pt, metrics/seeds/S/{train.json,curve.csv,"
+    "provenance.json} "
     "(all or none, at the end) and logs every iteration to metrics/seeds/S/live (DVCLive) "
     "and outputs/tensorboard; resumes from outputs/seeds/S/checkpoints/resume.pt.",
     "evaluate": "Evaluate one seed's trained policy (evaluation.checkpoint: final or best) "

@@ -55,6 +55,7 @@ class SeedRun:
     train: dict[str, float] | None = None
     evaluation: dict[str, float] | None = None
     curve: list[dict[str, float]] | None = None
+    provenance: dict[str, Any] | None = None  # None for runs made before it was recorded
     problems: list[str] = field(default_factory=list)  # every problem, missing files included
     missing: list[str] = field(default_factory=list)  # the problems that are missing files
 
@@ -140,6 +141,33 @@ def parse_curve(text: str, where: str) -> list[dict[str, float]]:
     return rows
 
 
+def parse_provenance(text: str, where: str) -> dict[str, Any]:
+    """Where a run was trained (`rlcore.runtime.provenance`): a JSON object naming the CPU
+    and its kernels (ValueError otherwise)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: malformed JSON ({exc})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(key), str) for key in ("cpu", "cpu_kernels")
+    ):
+        raise ValueError(f"{where}: expected a JSON object with `cpu` and `cpu_kernels`")
+    return data
+
+
+def machine_line(provenance: dict[str, Any]) -> str:
+    """`Intel Xeon (torch kernels AVX512, 1 thread), torch 2.13.0, numpy 2.4.6, ...`"""
+    threads = provenance.get("torch_threads")
+    inside = [f"torch kernels {provenance['cpu_kernels']}"]
+    if isinstance(threads, int):
+        inside.append(f"{threads} thread{'s' if threads != 1 else ''}")
+    if provenance.get("gpu"):
+        inside.append(f"GPU {provenance['gpu']}")
+    packages = provenance.get("packages")
+    releases = [f"{n} {v}" for n, v in packages.items()] if isinstance(packages, dict) else []
+    return ", ".join([f"{provenance['cpu']} ({', '.join(inside)})", *releases])
+
+
 def load_seed(read: Reader, layout: Layout, seed: int) -> SeedRun:
     """Read one seed's train metrics, evaluation metrics and curve; collect what is wrong."""
     paths = layout.for_seed(seed)
@@ -159,6 +187,13 @@ def load_seed(read: Reader, layout: Layout, seed: int) -> SeedRun:
             continue
         try:
             setattr(run, attr, parse(text, where))
+        except ValueError as exc:
+            run.problems.append(str(exc))
+    where = paths.provenance.as_posix()
+    text = read(where)  # optional: runs made before it was recorded have none
+    if text is not None:
+        try:
+            run.provenance = parse_provenance(text, where)
         except ValueError as exc:
             run.problems.append(str(exc))
     return run

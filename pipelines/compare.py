@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.aggregate import FINAL_METRICS, Band, FinalMetric, band, summarize
+from pipelines.aggregate import (
+    FINAL_METRICS,
+    Band,
+    FinalMetric,
+    band,
+    machine_line,
+    summarize,
+)
 from pipelines.files import write_text
 from pipelines.layout import Layout
 from pipelines.plots import plot_bands
@@ -187,6 +194,26 @@ def _rows(page: Page) -> tuple[list[str], list[list[str]]]:
 
 
 NO_MEDIA = "no video or search"
+MACHINES_NOTE = (
+    "The runs were trained on different machines or package releases: single runs differ "
+    "there even with equal parameters (docs/guide.md, *What repeats exactly*)."
+)
+
+
+def machines(page: Page) -> list[tuple[str, str]]:
+    """(run label, where its seeds were trained), when the runs were not all trained on one
+    kind of machine with the same releases; empty otherwise."""
+    described = []
+    for run in page.runs:
+        lines = {s.seed: machine_line(s.provenance) for s in run.seeds if s.provenance}
+        if not lines:
+            described.append((run.label, "not recorded"))
+        elif len(set(lines.values())) == 1 and len(lines) == len(run.seeds):
+            described.append((run.label, next(iter(lines.values()))))
+        else:
+            described.append((run.label, "; ".join(f"seed {k}: {v}" for k, v in lines.items())))
+    recorded = {where for _, where in described if where != "not recorded"}
+    return described if len(recorded) > 1 else []
 
 
 def media_links(page: Page, run: Run) -> list[tuple[str, str]]:
@@ -230,6 +257,10 @@ def render_markdown(page: Page, layout: Layout) -> str:
         parts = [f"[{text}]({href})" for text, href in media_links(page, run)]
         media_lines.append(f"- {run.label}: {', '.join(parts) or NO_MEDIA}")
     lines += ["## Videos and searches", "", *media_lines, ""]
+    trained_on = machines(page)
+    if trained_on:
+        lines += ["## Where the runs were trained", "", MACHINES_NOTE, ""]
+        lines += [f"- {label}: {where}" for label, where in trained_on] + [""]
     problems = [(run.label, p) for run in page.runs for p in problems_of(run)]
     lines += ["## Problems", ""]
     lines += [f"- {label}: {problem}" for label, problem in problems] or ["None."]
@@ -272,6 +303,10 @@ def render_html(page: Page) -> str:
                 f"<details><summary>search</summary><pre>{esc(run.search_summary)}</pre></details>"
             )
         media.append(item + "</li>")
+    trained_on = "".join(f"<li>{esc(label)}: {esc(where)}</li>" for label, where in machines(page))
+    if trained_on:
+        heading = "<h2>Where the runs were trained</h2>"
+        trained_on = f"{heading}\n<p>{esc(MACHINES_NOTE)}</p>\n<ul>{trained_on}</ul>"
     problems = [
         f'<li class="problem">{esc(run.label)}: {esc(p)}</li>'
         for run in page.runs
@@ -294,6 +329,7 @@ seeds. {
 {"".join(figures)}
 <h2>Videos and searches</h2>
 <ul>{"".join(media)}</ul>
+{trained_on}
 <h2>Problems</h2>
 {"<ul>" + "".join(problems) + "</ul>" if problems else "<p>None.</p>"}
 </body></html>

@@ -75,6 +75,11 @@ class Layout:
         return self.seed_metrics / str(self.seed) / "curve.csv"
 
     @property
+    def provenance(self) -> Path:
+        """Where the run was trained: CPU, kernels, packages (`rlcore.runtime.provenance`)."""
+        return self.seed_metrics / str(self.seed) / "provenance.json"
+
+    @property
     def live_metrics(self) -> Path:
         """DVCLive's directory: every iteration's metrics (`pipelines.telemetry`)."""
         return self.seed_metrics / str(self.seed) / "live"

@@ -13,6 +13,7 @@ from pipelines.aggregate import (
     SeedRun,
     band,
     load_seeds,
+    machine_line,
     summarize,
     summary_json,
     workspace_reader,
@@ -71,6 +72,24 @@ def seeds_table(seeds: Sequence[SeedRun]) -> str:
     return "\n".join(lines)
 
 
+def provenance_paragraph(seeds: Sequence[SeedRun]) -> str:
+    """Where the seeds were trained, one line when they share a machine (empty for runs
+    made before this was recorded)."""
+    known = [(run.seed, machine_line(run.provenance)) for run in seeds if run.provenance]
+    if not known:
+        return ""
+    machines = {line for _, line in known}
+    if len(machines) == 1 and len(known) == len(seeds):
+        where = f"Trained on {known[0][1]}."
+    else:
+        where = "Trained on: " + "; ".join(f"seed {seed} on {line}" for seed, line in known)
+        where += "."
+    return (
+        f"\n{where} A run repeats exactly only on the same kind of CPU with the same "
+        "releases (docs/guide.md, *What repeats exactly*).\n"
+    )
+
+
 def render_report(params: Params, layout: Layout, seeds: Sequence[SeedRun]) -> str:
     """The page's Markdown (the curve PNG must be written beside it)."""
     env, trainer = params.env, params.trainer
@@ -93,7 +112,7 @@ per rollout, {_budget(params)}, seeds {list(params.seeds)}; policy
 used in training): return **{ret.format(".2f")}** {over}.{success_line}
 
 {seeds_table(seeds)}
-
+{provenance_paragraph(seeds)}
 ## Training
 
 ![learning curve]({layout.curve_png.name})

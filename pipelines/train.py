@@ -2,8 +2,9 @@
 
 One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`
 and `best.pt` (the policy of the best evaluation),
-`metrics/seeds/S/curve.csv` (one row per evaluation) and `metrics/seeds/S/train.json`. They
-are replaced together, only when training completes (`StagedOutputs`), so a failed or
+`metrics/seeds/S/curve.csv` (one row per evaluation), `metrics/seeds/S/train.json` and
+`metrics/seeds/S/provenance.json` (the CPU, kernels and packages it ran on). They are
+replaced together, only when training completes (`StagedOutputs`), so a failed or
 interrupted run leaves the previous ones intact, and an unwritable one fails before
 training. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
 `trainer.checkpoint_every_iters` iterations; the next run of the same configuration
@@ -27,7 +28,7 @@ from pipelines.progress import Progress, startup_seconds
 from pipelines.telemetry import Telemetry, experiment_label, fan_out
 from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
-from rlcore.runtime import configure_cpu
+from rlcore.runtime import configure_cpu, provenance
 from rlcore.trainer import Trainer
 
 CURVE_COLUMNS = (
@@ -204,7 +205,10 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     cfg, main = trainer.cfg, trainer.dist.is_main
     curve.total_env_steps = trainer.total_iters * trainer.steps_per_iter
     # Checked before training: an output that cannot be written fails now, not at the end.
-    targets = [layout.final_checkpoint, layout.best_checkpoint, layout.curve, layout.train_metrics]
+    targets = [
+        layout.final_checkpoint, layout.best_checkpoint, layout.curve, layout.train_metrics,
+        layout.provenance,
+    ]  # fmt: skip
     outputs = StagedOutputs(targets) if main else None
     if main:
         remove_stale_temporaries(layout.resume_checkpoint)
@@ -264,6 +268,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             save_checkpoint(outputs.path(layout.best_checkpoint), best.state)
             outputs.write_csv(layout.curve, CURVE_COLUMNS, curve.rows)
             outputs.write_json(layout.train_metrics, metrics)
+            # The machine that finished the run (a resumed run's last one).
+            outputs.write_json(layout.provenance, provenance(cfg.env.device))
         layout.resume_checkpoint.unlink(missing_ok=True)
         print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
     else:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import platform
 import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,3 +55,47 @@ def configure_cpu(threads: int = 1) -> None:
         raise ValueError(f"threads must be a positive integer, got {threads}")
     torch.set_num_threads(threads)
     keep_freed_memory()
+
+
+# Packages whose release changes a run's numbers: the kernels, the tensors, the envs' physics.
+RESULT_PACKAGES = ("torch", "tensordict", "numpy", "gymnasium", "mujoco")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def package_versions(names: Sequence[str] = RESULT_PACKAGES) -> dict[str, str]:
+    """Installed releases of `names` (those not installed are left out)."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def provenance(
+    device: torch.device | str | None = None, packages: Sequence[str] = RESULT_PACKAGES
+) -> dict[str, Any]:
+    """What decides a run's bits besides its code and config: the CPU, the kernels torch
+    picked for it (AVX512, AVX2, ...: their roundings differ in the last bit, and training
+    amplifies that), the thread count, the GPU if any, and the package releases."""
+    found: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    if device is not None and torch.device(device).type == "cuda":
+        found["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    found["python"] = platform.python_version()
+    found["packages"] = package_versions(packages)
+    return found

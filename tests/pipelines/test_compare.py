@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 
+from pipelines.aggregate import machine_line
 from pipelines.compare import compare, differing_params, flatten
 from pipelines.evaluate import evaluate
 from pipelines.layout import Layout
@@ -152,6 +153,30 @@ def test_a_run_shows_the_study_named_like_its_experiment_else_params_yamls_own(p
     finally:
         shutil.rmtree(reports / "search", ignore_errors=True)
         shutil.rmtree(reports / "search-tiny", ignore_errors=True)
+
+
+def test_runs_trained_on_other_kernels_are_named_and_one_machine_is_not(project):
+    root = project
+    git(root, "checkout", "-q", "--", ".")  # the workspace back at B
+    compare(root, ["HEAD~1", "HEAD"])
+    assert "Where the runs were trained" not in (root / "reports" / "compare.md").read_text()
+
+    # The workspace's seed 0 as if trained where torch picked other kernels.
+    path = root / "metrics" / "seeds" / "0" / "provenance.json"
+    machine = json.loads(path.read_text())
+    moved = {**machine, "cpu_kernels": "AVX2" if machine["cpu_kernels"] != "AVX2" else "DEFAULT"}
+    path.write_text(json.dumps(moved))
+    try:
+        compare(root, ["HEAD", "workspace"])
+        page = (root / "reports" / "compare.md").read_text()
+        assert "## Where the runs were trained" in page
+        here = machine_line(machine)
+        assert f"- HEAD: {here}\n" in page  # both seeds on this machine: one line
+        assert f"- workspace: seed 0: {machine_line(moved)}; seed 1: {here}\n" in page
+        html = (root / "reports" / "compare.html").read_text()
+        assert "<h2>Where the runs were trained</h2>" in html
+    finally:
+        git(root, "checkout", "-q", "--", ".")
 
 
 def test_param_differences_treat_missing_keys_and_lists_as_values():

@@ -47,7 +47,7 @@ def project(trained, tmp_path, monkeypatch):
 
 
 def outputs_of_train(layout):
-    return [layout.final_checkpoint, layout.curve, layout.train_metrics]
+    return [layout.final_checkpoint, layout.curve, layout.train_metrics, layout.provenance]
 
 
 def test_train_replaces_checkpoint_curve_and_metrics_all_or_none(project, monkeypatch):
@@ -99,6 +99,11 @@ def test_stale_temporaries_of_an_interrupted_write_are_removed_on_the_next_run(p
             "metrics/seeds/0/eval.json: `return_mean` is nan, not a finite number",
         ),
         ("train.json", '{"env_steps": "many"}', "`env_steps` must be a number, got 'many'"),
+        (
+            "provenance.json",
+            '{"cpu": 1}',
+            "metrics/seeds/0/provenance.json: expected a JSON object with `cpu` and `cpu_kernels`",
+        ),
     ],
 )
 def test_report_refuses_result_files_that_break_their_schema(project, capsys, name, content, line):

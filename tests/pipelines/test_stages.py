@@ -13,6 +13,7 @@ from pipelines.report import report
 from pipelines.train import train
 from pipelines.video import record, tile
 from rlcore.checkpoint import load_checkpoint
+from rlcore.runtime import cpu_model
 from rlcore.trainer import Trainer
 
 TINY = {
@@ -55,6 +56,11 @@ def test_train_writes_checkpoint_curve_and_metrics(params, tmp_path, capsys):
     assert float(rows[-1]["eval_return"]) == metrics["eval_return"]
     assert layout.final_checkpoint.is_file() and not layout.resume_checkpoint.exists()
     assert "eval return" in capsys.readouterr().out  # progress is shown
+    # Where it ran: what single runs repeat on (the kernels torch picked, the releases).
+    machine = json.loads(layout.provenance.read_text())
+    assert machine["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    assert machine["torch_threads"] == torch.get_num_threads()
+    assert machine["packages"]["torch"] == torch.__version__ and "gpu" not in machine
 
 
 def interrupt_in_iteration_5(params, layout, monkeypatch):
@@ -154,6 +160,21 @@ def test_evaluate_video_and_report_from_trained_checkpoints(tmp_path):
     assert "![learning curve](curve.png)" in page
     assert png_size(root.curve_png) == (800, 450)
     assert "../../outputs/video/episodes.mp4" in page
+    kernels = torch.backends.cpu.get_cpu_capability()
+    assert f"Trained on {cpu_model()} (torch kernels {kernels}, " in page
+    assert f", torch {torch.__version__}" in page
+
+    # Seeds trained on different machines are named one by one; a run from before
+    # provenance was recorded has none and is left out of the line.
+    other_machine = json.loads(root.for_seed(5).provenance.read_text())
+    other_machine["cpu_kernels"] = "AVX2"
+    root.for_seed(5).provenance.write_text(json.dumps(other_machine))
+    page = report(params, root).read_text()
+    assert f"Trained on: seed 3 on {cpu_model()} (torch kernels {kernels}, " in page
+    assert f"seed 5 on {cpu_model()} (torch kernels AVX2, " in page
+    root.for_seed(5).provenance.unlink()
+    page = report(params, root).read_text()
+    assert "Trained on: seed 3 on " in page and "seed 5 on" not in page
 
 
 def test_tile_lays_frames_out_row_major_with_even_sides():
