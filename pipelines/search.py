@@ -89,6 +89,9 @@ ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entr
 WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
 INFEASIBLE = "infeasible"  # user attribute of a trial pruned before training: why
 INTERRUPTED = "interrupted"  # user attribute of a trial a Ctrl-C failed: queued again later
+# User attribute of a trial that went on from a stopped trial's checkpoint: the seconds the
+# trials before it trained up to that checkpoint (its duration_s counts them).
+EARLIER_S = "earlier_s"
 TRIAL_PROGRESS = "search_trial"  # a trial checkpoint's entry: seed, evaluations, reports
 # A running trial's checkpoint is rewritten at an evaluation at most this often: often enough
 # that a stop costs minutes of training, seldom enough that a large replay buffer costs little.
@@ -348,6 +351,9 @@ def objective(
             cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
         resume = _resume_point(trial, checkpoints, cfg, note)
         restored: dict[str, Any] = resume[1] if resume is not None else {}
+        started, earlier_s = time.monotonic(), float(restored.get("wall_s", 0.0))
+        if earlier_s or trial.user_attrs.get(EARLIER_S):  # a retry copies its original's
+            trial.set_user_attr(EARLIER_S, earlier_s)
         evaluations: int = restored.get("evaluations", 0)
         finals: list[float] = list(restored.get("finals", []))
         for k in range(restored.get("seed_index", 0), search.seeds_per_trial):
@@ -400,6 +406,7 @@ def objective(
                     "finals": finals,
                     "evaluations": evaluations,
                     "reports": dict(_check_still_running(trial).intermediate_values),
+                    "wall_s": earlier_s + time.monotonic() - started,
                 }
                 checkpoints.mkdir(parents=True, exist_ok=True)
                 trainer.save(checkpoints / f"{trial.number}.pt", extra={TRIAL_PROGRESS: progress})
@@ -523,7 +530,8 @@ def _progress(n_trials: int, progress: Progress) -> Callable[[optuna.Study, Froz
     def show(study: optuna.Study, trial: FrozenTrial) -> None:
         done = len(_finished(study))
         value = "" if trial.value is None else f" value {trial.value:.4g}"
-        wall = trial.duration.total_seconds() if trial.duration else float("nan")
+        seconds = trial_seconds(trial)
+        wall = float("nan") if seconds is None else seconds
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
         original = retry_of(trial)
         retry = (
@@ -880,6 +888,14 @@ def _set_flags(trial: FrozenTrial, params: Params) -> list[str]:
     ]
 
 
+def trial_seconds(trial: FrozenTrial) -> float | None:
+    """The wall time of a trial's training: its own, plus that of the stopped trials it went
+    on from, up to their checkpoint (None for a trial that has not ended)."""
+    if trial.duration is None:
+        return None
+    return trial.duration.total_seconds() + float(trial.user_attrs.get(EARLIER_S, 0.0))
+
+
 def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Path) -> None:
     columns = [
         "number", "state", "value", *search.space, "evaluations", "duration_s", "worker",
@@ -894,7 +910,7 @@ def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Pat
             "state": t.state.name,
             "value": t.value,
             "evaluations": len(t.intermediate_values),
-            "duration_s": round(t.duration.total_seconds(), 3) if t.duration else None,
+            "duration_s": None if (wall := trial_seconds(t)) is None else round(wall, 3),
             "worker": t.user_attrs.get(WORKER),  # host:pid
             "retry_of": retry_of(t),
         }

@@ -663,6 +663,15 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     assert copy.state == TrialState.COMPLETE and copy.value == whole.value
     assert copy.intermediate_values == whole.intermediate_values
     assert list(checkpoints.iterdir()) == []  # deleted once the trial ended
+    # Its duration counts the stopped trial's training up to the checkpoint, not its own
+    # segment alone (nor the stopped trial's work after the checkpoint, which was redone).
+    earlier = copy.user_attrs["earlier_s"]
+    assert 0 < earlier <= stopped.duration.total_seconds()
+    with (layout.search_reports / "trials.csv").open() as handle:
+        rows = {int(row["number"]): row for row in csv.DictReader(handle)}
+    own = copy.duration.total_seconds()
+    assert float(rows[1]["duration_s"]) == pytest.approx(own + earlier, abs=1e-3)
+    assert f"in {own + earlier:.1f}s" in out
 
 
 def test_checkpoints_no_retry_will_go_on_from_are_deleted_when_a_search_starts(tmp_path):
