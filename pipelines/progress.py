@@ -30,6 +30,15 @@ def _duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def format_rate(per_second: float, unit: str) -> str:
+    """`3,300 steps/s`; slow work per minute or hour (`2.4 trials/h`), not `0 trials/s`."""
+    for scale, per in ((1, "s"), (60, "min"), (3600, "h")):
+        if per_second * scale >= 1 or per == "h":
+            value = per_second * scale
+            return f"{value:,.0f} {unit}/{per}" if value >= 10 else f"{value:.2g} {unit}/{per}"
+    raise AssertionError("unreachable")
+
+
 class Progress:
     """`total` units of work (`unit`: "steps", "episodes", "frames", "trials") of `label`."""
 
@@ -89,7 +98,7 @@ class Progress:
         return (
             f"[{self.label} {_duration(time.perf_counter() - self.start)}] "
             f"{self.done:,d}/{self.total:,d} {self.unit} ({self.done / self.total:.0%}), "
-            f"{rate:,.0f} {self.unit}/s, ETA {eta}{shown}"
+            f"{format_rate(rate, self.unit)}, ETA {eta}{shown}"
         )
 
     def note(self, text: str) -> None:

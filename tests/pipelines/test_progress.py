@@ -1,7 +1,7 @@
 import io
 import re
 
-from pipelines.progress import Progress
+from pipelines.progress import Progress, format_rate
 
 
 class Terminal(io.StringIO):
@@ -46,3 +46,11 @@ def test_on_a_terminal_a_bar_is_drawn_and_notes_print_above_it():
     text = out.getvalue()
     assert "\r" in text and "[evaluate]" in text and "64/64" in text
     assert "a result\n" in text
+
+
+def test_slow_work_shows_its_rate_per_minute_or_hour():
+    assert format_rate(3300.4, "steps") == "3,300 steps/s"
+    assert format_rate(2.5, "episodes") == "2.5 episodes/s"
+    assert format_rate(0.05, "trials") == "3 trials/min"  # 3 a minute, not "0 trials/s"
+    assert format_rate(1 / 1500, "trials") == "2.4 trials/h"
+    assert format_rate(0.0, "trials") == "0 trials/h"
