@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any, TextIO
 
 # In logs: one line per this many seconds (and the first and last).
 LOG_INTERVAL_S = 10.0
+# How often the rate's (time, done) samples are kept.
+SAMPLE_S = 1.0
 
 _STARTED = time.perf_counter()  # this module is imported as a stage starts
 
@@ -50,11 +54,13 @@ class Progress:
         initial: int = 0,
         stream: TextIO | None = None,
         interval_s: float = LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.label, self.total, self.unit = label, max(total, 1), unit
         self.stream = stream or sys.stdout
-        self.interval_s = interval_s
-        self.start, self.initial, self.done = time.perf_counter(), initial, initial
+        self.interval_s, self.clock = interval_s, clock
+        self.start, self.initial, self.done = clock(), initial, initial
+        self._samples: deque[tuple[float, int]] = deque([(self.start, initial)])
         self._last_line = -float("inf")
         self._bar: Any = None
         if self.stream.isatty():
@@ -72,18 +78,33 @@ class Progress:
             )
 
     def rate(self) -> float:
-        elapsed = time.perf_counter() - self.start
-        return (self.done - self.initial) / elapsed if elapsed > 0 else 0.0
+        """Units per second over the later half of the time so far: work whose pace changes
+        (SAC's fast warm-up of random steps, then an update per step) gets an ETA from its
+        present pace, yet one evaluation's pause does not swing it. The whole run's average
+        where nothing finished in that half (slow work such as trials)."""
+        now = self.clock()
+        elapsed = now - self.start
+        if elapsed <= 0:
+            return 0.0
+        midpoint = now - elapsed / 2
+        while len(self._samples) > 1 and self._samples[1][0] <= midpoint:
+            self._samples.popleft()  # the midpoint only moves on: older samples are done with
+        since, done_then = self._samples[0]
+        if self.done > done_then and now > since:
+            return (self.done - done_then) / (now - since)
+        return (self.done - self.initial) / elapsed
 
     def update(self, done: int, **status: Any) -> None:
         """Work done so far (absolute), with `status` shown beside it (e.g. eval_return)."""
         advance, self.done = done - self.done, done
+        now = self.clock()
+        if now - self._samples[-1][0] >= SAMPLE_S:
+            self._samples.append((now, done))
         if self._bar is not None:
             if status:
                 self._bar.set_postfix(status, refresh=False)
             self._bar.update(advance)
             return
-        now = time.perf_counter()
         if now - self._last_line >= self.interval_s or done >= self.total:
             self._last_line = now
             self.stream.write(self.line(status) + "\n")
@@ -96,7 +117,7 @@ class Progress:
         eta = _duration(left) if left == left else "?"
         shown = "".join(f", {k} {v}" for k, v in (status or {}).items())
         return (
-            f"[{self.label} {_duration(time.perf_counter() - self.start)}] "
+            f"[{self.label} {_duration(self.clock() - self.start)}] "
             f"{self.done:,d}/{self.total:,d} {self.unit} ({self.done / self.total:.0%}), "
             f"{format_rate(rate, self.unit)}, ETA {eta}{shown}"
         )

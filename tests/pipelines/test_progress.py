@@ -54,3 +54,36 @@ def test_slow_work_shows_its_rate_per_minute_or_hour():
     assert format_rate(0.05, "trials") == "3 trials/min"  # 3 a minute, not "0 trials/s"
     assert format_rate(1 / 1500, "trials") == "2.4 trials/h"
     assert format_rate(0.0, "trials") == "0 trials/h"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_eta_follows_the_present_pace_not_a_fast_start():
+    # SAC-like: 10,000 random warm-up steps in 10 s, then 50 steps/s with an update each.
+    clock, out = Clock(), io.StringIO()
+    progress = Progress("train", 100_000, "steps", stream=out, interval_s=3600, clock=clock)
+    done = 0
+    for second in range(1, 611):
+        clock.now = float(second)
+        done += 1000 if second <= 10 else 50
+        progress.update(done)
+    assert done == 40_000
+    # The whole run's average (40,000 in 610 s: 66 steps/s) would promise 15:15.
+    assert progress.line().endswith("40,000/100,000 steps (40%), 50 steps/s, ETA 20:00")
+
+
+def test_slow_work_with_nothing_finished_lately_keeps_the_whole_runs_rate():
+    clock, out = Clock(), io.StringIO()
+    progress = Progress("search", 4, "trials", stream=out, interval_s=3600, clock=clock)
+    clock.now = 100.0
+    progress.update(1)  # one trial in the first 100 s, none in the 300 s since
+    for second in range(101, 401):
+        clock.now = float(second)
+        progress.update(1)
+    assert progress.line().endswith("1/4 trials (25%), 9 trials/h, ETA 20:00")  # 1 in 400 s
