@@ -168,6 +168,17 @@ def machine_line(provenance: dict[str, Any]) -> str:
     return ", ".join([f"{provenance['cpu']} ({', '.join(inside)})", *releases])
 
 
+def where_trained(seeds: Sequence[SeedRun]) -> str | None:
+    """The machine line the seeds share, else `seed 3: ...; seed 5: ...` for those that
+    recorded one; None where none did (runs made before provenance was recorded)."""
+    lines = {run.seed: machine_line(run.provenance) for run in seeds if run.provenance}
+    if not lines:
+        return None
+    if len(set(lines.values())) == 1 and len(lines) == len(seeds):
+        return next(iter(lines.values()))
+    return "; ".join(f"seed {seed}: {line}" for seed, line in lines.items())
+
+
 def load_seed(read: Reader, layout: Layout, seed: int) -> SeedRun:
     """Read one seed's train metrics, evaluation metrics and curve; collect what is wrong."""
     paths = layout.for_seed(seed)

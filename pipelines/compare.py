@@ -35,8 +35,8 @@ from pipelines.aggregate import (
     Band,
     FinalMetric,
     band,
-    machine_line,
     summarize,
+    where_trained,
 )
 from pipelines.files import write_text
 from pipelines.layout import Layout
@@ -203,15 +203,7 @@ MACHINES_NOTE = (
 def machines(page: Page) -> list[tuple[str, str]]:
     """(run label, where its seeds were trained), when the runs were not all trained on one
     kind of machine with the same releases; empty otherwise."""
-    described = []
-    for run in page.runs:
-        lines = {s.seed: machine_line(s.provenance) for s in run.seeds if s.provenance}
-        if not lines:
-            described.append((run.label, "not recorded"))
-        elif len(set(lines.values())) == 1 and len(lines) == len(run.seeds):
-            described.append((run.label, next(iter(lines.values()))))
-        else:
-            described.append((run.label, "; ".join(f"seed {k}: {v}" for k, v in lines.items())))
+    described = [(run.label, where_trained(run.seeds) or "not recorded") for run in page.runs]
     recorded = {where for _, where in described if where != "not recorded"}
     return described if len(recorded) > 1 else []
 

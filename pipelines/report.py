@@ -13,9 +13,9 @@ from pipelines.aggregate import (
     SeedRun,
     band,
     load_seeds,
-    machine_line,
     summarize,
     summary_json,
+    where_trained,
     workspace_reader,
 )
 from pipelines.files import StagedOutputs
@@ -75,17 +75,11 @@ def seeds_table(seeds: Sequence[SeedRun]) -> str:
 def provenance_paragraph(seeds: Sequence[SeedRun]) -> str:
     """Where the seeds were trained, one line when they share a machine (empty for runs
     made before this was recorded)."""
-    known = [(run.seed, machine_line(run.provenance)) for run in seeds if run.provenance]
-    if not known:
+    where = where_trained(seeds)
+    if where is None:
         return ""
-    machines = {line for _, line in known}
-    if len(machines) == 1 and len(known) == len(seeds):
-        where = f"Trained on {known[0][1]}."
-    else:
-        where = "Trained on: " + "; ".join(f"seed {seed} on {line}" for seed, line in known)
-        where += "."
     return (
-        f"\n{where} A run repeats exactly only on the same kind of CPU with the same "
+        f"\nTrained on {where}. A run repeats exactly only on the same kind of CPU with the same "
         "releases (docs/guide.md, *What repeats exactly*).\n"
     )
 

@@ -170,11 +170,11 @@ def test_evaluate_video_and_report_from_trained_checkpoints(tmp_path):
     other_machine["cpu_kernels"] = "AVX2"
     root.for_seed(5).provenance.write_text(json.dumps(other_machine))
     page = report(params, root).read_text()
-    assert f"Trained on: seed 3 on {cpu_model()} (torch kernels {kernels}, " in page
-    assert f"seed 5 on {cpu_model()} (torch kernels AVX2, " in page
+    assert f"Trained on seed 3: {cpu_model()} (torch kernels {kernels}, " in page
+    assert f"seed 5: {cpu_model()} (torch kernels AVX2, " in page
     root.for_seed(5).provenance.unlink()
     page = report(params, root).read_text()
-    assert "Trained on: seed 3 on " in page and "seed 5 on" not in page
+    assert "Trained on seed 3: " in page and "seed 5:" not in page
 
 
 def test_tile_lays_frames_out_row_major_with_even_sides():
