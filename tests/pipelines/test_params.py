@@ -10,7 +10,7 @@ from pipelines.params import ParamsError, load_params, parse_params
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.registry import algorithm_spec
 from rlcore.config import EnvConfig, PolicyConfig
-from rlcore.presets import PRESETS, SAC_PRESETS
+from rlcore.presets import GRPO_PRESETS, PRESETS, SAC_PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -186,11 +186,20 @@ def test_changing_only_the_env_name_takes_its_familys_settings(tmp_path):
 
 
 def test_a_family_default_drops_the_stop_target_of_its_presets_env(tmp_path):
-    params = load_text(tmp_path, "env: {name: 'gymnasium:Acrobot-v1'}\n")
-    cartpole = PRESETS["cartpole"]
+    params = load_text(tmp_path, "env: {name: 'gymnasium:Acrobot-v1'}\nalgorithm: {name: grpo}\n")
+    cartpole = GRPO_PRESETS["cartpole"]  # the discrete classic family's GRPO defaults
     assert params.experiment().algo == cartpole.algo
     assert params.trainer.stop_at_eval_return is None  # CartPole's 475 means nothing here
     assert params.trainer == dataclasses.replace(cartpole.trainer, stop_at_eval_return=None)
+
+
+def test_a_discrete_classic_env_without_a_preset_gets_the_acrobot_settings(tmp_path):
+    params = load_text(tmp_path, "env: {name: 'gymnasium:MountainCar-v0'}\n")
+    acrobot = PRESETS["gym_acrobot"]
+    experiment = params.experiment()
+    assert experiment.env == EnvConfig("gymnasium:MountainCar-v0", num_envs=32)
+    assert experiment.policy == acrobot.policy and experiment.algo == acrobot.algo
+    assert experiment.trainer == acrobot.trainer
 
 
 def test_the_envs_own_preset_is_picked_by_auto(tmp_path):
