@@ -60,6 +60,7 @@ import yaml
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
+from pipelines.aggregate import machine_line
 from pipelines.database import StorageError, database_storage
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
@@ -78,7 +79,7 @@ from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
-from rlcore.runtime import configure_cpu
+from rlcore.runtime import configure_cpu, provenance
 from rlcore.trained import build_policy
 from rlcore.trainer import Trainer
 
@@ -87,6 +88,10 @@ PLOTS = ("optimization_history", "param_importances", "intermediate_values")
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 ENQUEUED = "enqueued"  # user attribute of a trial from search.enqueue: the entry as JSON
 WORKER = "worker"  # user attribute of every trial: host:pid of the process that ran it
+# User attribute of every trial: the CPU, torch's kernels and the releases it trained on
+# (`aggregate.machine_line`). A study whose trials ran on other kinds of CPU compares values
+# that differ by more than their settings: another CPU computes other bits (docs/guide.md).
+MACHINE = "machine"
 INFEASIBLE = "infeasible"  # user attribute of a trial pruned before training: why
 INTERRUPTED = "interrupted"  # user attribute of a trial a Ctrl-C failed: queued again later
 # User attribute of a trial that went on from a stopped trial's checkpoint: the seconds the
@@ -341,6 +346,7 @@ def objective(
         trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
         values = sample(trial, search.space)
         cfg = apply_values(params, {**search.overrides, **values}).experiment()
+        trial.set_user_attr(MACHINE, machine_line(provenance(cfg.env.device)))
         infeasible = _infeasible(cfg, search)
         if infeasible:
             trial.set_user_attr(INFEASIBLE, infeasible)
@@ -899,7 +905,7 @@ def trial_seconds(trial: FrozenTrial) -> float | None:
 def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Path) -> None:
     columns = [
         "number", "state", "value", *search.space, "evaluations", "duration_s", "worker",
-        "retry_of",
+        "retry_of", "machine",
     ]  # fmt: skip
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, columns)
@@ -913,6 +919,7 @@ def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Pat
             "duration_s": None if (wall := trial_seconds(t)) is None else round(wall, 3),
             "worker": t.user_attrs.get(WORKER),  # host:pid
             "retry_of": retry_of(t),
+            "machine": t.user_attrs.get(MACHINE),
         }
         row |= {k: json.dumps(v) for k, v in trial_values(t, search.space).items()}
         writer.writerow(row)
@@ -973,6 +980,14 @@ def _summary_markdown(
         notes.append(f"trials {stopped} were stopped by a Ctrl-C and run again on resuming")
     if summary["retried"]:
         notes.append(f"{summary['retried']} stopped trial(s) ran again as retries, not counted")
+    machines = {
+        t.user_attrs[MACHINE] for t in study.get_trials(deepcopy=False) if MACHINE in t.user_attrs
+    }
+    if len(machines) > 1:
+        notes.append(
+            f"trials ran on {len(machines)} kinds of machine (`trials.csv`, column `machine`), "
+            "whose values differ by more than their settings"
+        )
     lines = [
         f"# Search: {search.study_name}",
         "",

@@ -15,10 +15,12 @@ import yaml
 from optuna.trial import TrialState
 
 import pipelines.search as search_module
+from pipelines.aggregate import machine_line
 from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
 from pipelines.search import open_study, search
 from rlcore.errors import NonFiniteError
+from rlcore.runtime import provenance
 
 TINY = {
     "name": "tiny-search",
@@ -75,6 +77,8 @@ def test_tiny_study_end_to_end(tmp_path, monkeypatch, capsys):
     rows = read_trials(layout)
     assert [r["state"] for r in rows][3] == "PRUNED"
     assert {r["number"] for r in rows} == {"0", "1", "2", "3", "4"}
+    here = machine_line(provenance("cpu"))  # where each trial trained, in its row
+    assert {r["machine"] for r in rows} == {here} and "torch kernels" in here
     for name in ("summary.md", "optimization_history.png", "intermediate_values.png"):
         assert (layout.search_reports / name).stat().st_size > 0
     assert (layout.search_html / "optimization_history.html").read_text().count("plotly") > 10
@@ -90,6 +94,18 @@ def test_tiny_study_end_to_end(tmp_path, monkeypatch, capsys):
     # Resuming a finished study runs no new trial.
     again = search(params, layout)
     assert again["trials"] == 5
+
+
+def test_a_study_on_several_kinds_of_machine_says_so(tmp_path, monkeypatch):
+    params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
+    machines = iter(["AMD EPYC (torch kernels AVX2)", "Intel Xeon (torch kernels AVX512)"])
+    monkeypatch.setattr(search_module, "machine_line", lambda provenance: next(machines))
+    search(params, layout)
+    assert [r["machine"] for r in read_trials(layout)] == [
+        "AMD EPYC (torch kernels AVX2)", "Intel Xeon (torch kernels AVX512)"
+    ]  # fmt: skip
+    summary = (layout.search_reports / "summary.md").read_text()
+    assert "trials ran on 2 kinds of machine (`trials.csv`, column `machine`)" in summary
 
 
 def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path, monkeypatch):
