@@ -30,7 +30,7 @@ from rlcore.algos.losses import (
     k3_kl,
     raise_if_non_finite,
 )
-from rlcore.algos.minibatch import Minibatch, iterate_minibatches, minibatch_rows
+from rlcore.algos.minibatch import Minibatch, epoch_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.collector import GroupEpisodes
 from rlcore.distributed import Distributed
@@ -112,10 +112,11 @@ class GRPO:
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, tv[MASK])
         sums = torch.zeros(5, device=tv.device)
         num_batches = 0
-        for _ in range(cfg.num_epochs):
-            for batch in iterate_minibatches(
-                tv, _BATCH_KEYS, num_minibatches, self.generator, where=tv[MASK]
-            ):
+        epochs = epoch_minibatches(
+            tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator, where=tv[MASK]
+        )
+        for batches in epochs:
+            for batch in batches:
                 size = batch[ADVANTAGE].shape[0]
                 loss_fn = lambda rows, batch=batch: self._loss(minibatch_rows(batch, rows))  # noqa: E731
                 sums += self.optimizer.step(size, chunk, loss_fn, cfg.max_grad_norm)

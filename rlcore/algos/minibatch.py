@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from tensordict import TensorDict
@@ -51,6 +51,39 @@ def iterate_minibatches(
     for chunk in perm.tensor_split(num_minibatches):
         env_idx, step_idx = chunk // num_steps, chunk % num_steps
         yield {key: src[env_idx, step_idx] for key, src in sources.items()}
+
+
+def epoch_minibatches(
+    transitions: TensorDict,
+    keys: Sequence[str],
+    num_minibatches: int,
+    num_epochs: int,
+    generator: torch.Generator,
+    where: torch.Tensor | None = None,
+    prepare: Callable[[Minibatch], Minibatch] = lambda batch: batch,
+) -> Iterator[Iterable[Minibatch]]:
+    """Each epoch's minibatches (`iterate_minibatches`), each passed through `prepare` once.
+
+    With one minibatch per epoch the shuffle buys nothing (every epoch sees the same rows,
+    and the losses are means over them), so the rows are gathered and prepared once, in
+    storage order, and the same batch serves every epoch: no per-epoch shuffle, gather or
+    preparation (~6% of a 64x64 network's minibatch step). The generator is not drawn from.
+    """
+    if num_minibatches == 1:
+        if where is None:
+            batch = {key: transitions[key].flatten(0, 1) for key in keys}
+        else:
+            batch = {key: transitions[key][where] for key in keys}
+        if batch[keys[0]].shape[0] == 0:
+            return
+        batch = prepare(batch)
+        for _ in range(num_epochs):
+            yield (batch,)
+        return
+    for _ in range(num_epochs):
+        yield map(
+            prepare, iterate_minibatches(transitions, keys, num_minibatches, generator, where)
+        )
 
 
 def minibatch_rows(batch: Minibatch, rows: slice) -> Minibatch:

@@ -22,7 +22,7 @@ from rlcore.algos.losses import (
     clipped_surrogate,
     raise_if_non_finite,
 )
-from rlcore.algos.minibatch import Minibatch, iterate_minibatches, minibatch_rows
+from rlcore.algos.minibatch import Minibatch, epoch_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic, actor_critic_policy
@@ -120,10 +120,11 @@ class PPO:
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, valid)
         sums = torch.zeros(5, device=tv.device)
         num_batches, stop = 0, False
-        for _ in range(cfg.num_epochs):
-            batches = iterate_minibatches(
-                tv, _BATCH_KEYS, num_minibatches, self.generator, where=valid
-            )
+        epochs = epoch_minibatches(
+            tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator,
+            where=valid, prepare=self._normalize_advantage,
+        )  # fmt: skip
+        for batches in epochs:
             for batch in batches:
                 # stats: [policy, value, entropy, approx_kl, clip_fraction]
                 stats = self._step(batch, chunk)
@@ -156,19 +157,23 @@ class PPO:
             else {}
         )
 
-    def _step(self, batch: Minibatch, chunk: int | None) -> torch.Tensor:
-        """One optimizer step on a minibatch (advantages normalised over the minibatch)."""
+    def _normalize_advantage(self, batch: Minibatch) -> Minibatch:
+        """The minibatch with its advantages normalised over it (where configured)."""
         advantage = batch[ADVANTAGE]
-        size = advantage.shape[0]
-        if self.cfg.normalize_advantage and size > 1:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        loss_fn = lambda rows: self._loss(minibatch_rows(batch, rows), advantage[rows])  # noqa: E731
+        if not self.cfg.normalize_advantage or advantage.shape[0] < 2:
+            return batch
+        return batch | {ADVANTAGE: (advantage - advantage.mean()) / (advantage.std() + 1e-8)}
+
+    def _step(self, batch: Minibatch, chunk: int | None) -> torch.Tensor:
+        """One optimizer step on a (prepared) minibatch."""
+        size = batch[ADVANTAGE].shape[0]
+        loss_fn = lambda rows: self._loss(minibatch_rows(batch, rows))  # noqa: E731
         return self.optimizer.step(size, chunk, loss_fn, self.cfg.max_grad_norm)
 
-    def _loss(self, batch: Minibatch, advantage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _loss(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         loss, stats = self._loss_terms(
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
-            advantage,
+            batch[ADVANTAGE],
         )  # fmt: skip
         raise_if_non_finite("PPO", loss, stats, {"policy": 0, "value": 1})
         return loss, stats

@@ -1,6 +1,6 @@
 import torch
 
-from rlcore.algos.minibatch import iterate_minibatches
+from rlcore.algos.minibatch import epoch_minibatches, iterate_minibatches
 from rlcore.rollout import (
     ACTION,
     FINAL_VALUE,
@@ -60,3 +60,42 @@ def test_minibatches_cover_every_transition_once_and_never_the_padding():
     )
     valid = sorted(v for v in range(15) if v % 5 != 4)
     assert sorted(seen.tolist()) == valid
+
+
+def test_one_minibatch_per_epoch_is_gathered_and_prepared_once():
+    ro = make_rollout(spec())
+    ro[REWARD][:] = torch.arange(15.0).view(3, 5)
+    where = torch.ones(3, 4, dtype=torch.bool)
+    where[1, 2] = False  # reward 7
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    prepared = []
+    prepare = lambda batch: prepared.append(batch) or {REWARD: batch[REWARD] * 2}  # noqa: E731
+    epochs = [
+        list(batches)
+        for batches in epoch_minibatches(transition_view(ro), [REWARD], 1, 3, gen, where, prepare)
+    ]
+    assert len(epochs) == 3 and all(len(batches) == 1 for batches in epochs)
+    assert len(prepared) == 1  # gathered and prepared once, the same batch every epoch
+    assert all(batches[0] is epochs[0][0] for batches in epochs)
+    expected = [v for v in range(15) if v % 5 != 4 and v != 7]  # storage order, no shuffle
+    assert (epochs[0][0][REWARD] == 2 * torch.tensor(expected, dtype=torch.float32)).all()
+    assert torch.equal(gen.get_state(), state)  # the generator was not drawn from
+    nothing = torch.zeros(3, 4, dtype=torch.bool)
+    assert list(epoch_minibatches(transition_view(ro), [REWARD], 1, 3, gen, nothing)) == []
+
+
+def test_several_minibatches_per_epoch_are_reshuffled_and_prepared_each():
+    ro = make_rollout(spec())
+    ro[REWARD][:] = torch.arange(15.0).view(3, 5)
+    gen = torch.Generator().manual_seed(0)
+    prepared = []
+    prepare = lambda batch: prepared.append(batch) or batch  # noqa: E731
+    epochs = [
+        torch.cat([b[REWARD] for b in batches])
+        for batches in epoch_minibatches(transition_view(ro), [REWARD], 3, 2, gen, None, prepare)
+    ]
+    valid = sorted(v for v in range(15) if v % 5 != 4)
+    assert all(sorted(order.tolist()) == valid for order in epochs)
+    assert not torch.equal(epochs[0], epochs[1])  # a fresh shuffle each epoch
+    assert len(prepared) == 6

@@ -4,8 +4,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from rlcore.algos import ppo as ppo_module
 from rlcore.algos.config import MIN_AUTO_MICROBATCH, PPOConfig
 from rlcore.algos.losses import clipped_surrogate, raise_if_non_finite
+from rlcore.algos.minibatch import iterate_minibatches
 from rlcore.algos.ppo import PPO, value_loss
 from rlcore.collector import SyncCollector
 from rlcore.envs import CartPole, Pendulum
@@ -101,24 +103,41 @@ def test_ppo_solves_cartpole_within_a_small_budget():
     assert result.env_steps < 150_000
 
 
-def test_microbatches_give_the_same_update_as_whole_minibatches():
-    def updated_params(microbatch_size):
-        torch.manual_seed(0)
-        env = Pendulum(8)
-        policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
-        ro = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
-        collector = SyncCollector(env, policy, ro, torch.Generator().manual_seed(0))
-        collector.reset(seed=0)
-        collector.collect()
-        before = torch.cat([p.detach().flatten() for p in policy.parameters()])
-        cfg = PPOConfig(num_epochs=2, num_minibatches=2, microbatch_size=microbatch_size)
-        PPO(policy, cfg, 1, torch.Generator().manual_seed(1)).update(ro)
-        return before, torch.cat([p.detach().flatten() for p in policy.parameters()])
+def params_before_and_after_an_update(cfg: PPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small Pendulum policy's flat parameters before and after one PPO update."""
+    torch.manual_seed(0)
+    env = Pendulum(8)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    ro = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
+    collector = SyncCollector(env, policy, ro, torch.Generator().manual_seed(0))
+    collector.reset(seed=0)
+    collector.collect()
+    before = torch.cat([p.detach().flatten() for p in policy.parameters()])
+    PPO(policy, cfg, 1, torch.Generator().manual_seed(1)).update(ro)
+    return before, torch.cat([p.detach().flatten() for p in policy.parameters()])
 
-    before, whole = updated_params(None)
-    _, chunked = updated_params(10)  # 64 transitions per minibatch: 7 chunks
+
+def test_microbatches_give_the_same_update_as_whole_minibatches():
+    cfg = PPOConfig(num_epochs=2, num_minibatches=2, microbatch_size=None)
+    before, whole = params_before_and_after_an_update(cfg)
+    # 64 transitions per minibatch: 7 chunks
+    _, chunked = params_before_and_after_an_update(replace(cfg, microbatch_size=10))
     assert not torch.allclose(before, whole)
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
+
+
+def test_one_reused_minibatch_gives_the_update_of_one_shuffled_each_epoch(monkeypatch):
+    cfg = PPOConfig(num_epochs=4, num_minibatches=1, lr=1e-2)
+    before, reused = params_before_and_after_an_update(cfg)
+
+    def shuffled_each_epoch(tv, keys, num_minibatches, num_epochs, gen, where, prepare):
+        for _ in range(num_epochs):  # what every epoch did before: shuffle, gather, prepare
+            yield map(prepare, iterate_minibatches(tv, keys, num_minibatches, gen, where))
+
+    monkeypatch.setattr(ppo_module, "epoch_minibatches", shuffled_each_epoch)
+    _, shuffled = params_before_and_after_an_update(cfg)
+    assert not torch.allclose(before, reused, atol=1e-3)
+    torch.testing.assert_close(reused, shuffled, atol=1e-5, rtol=1e-5)  # only the sums' order
 
 
 def test_auto_microbatch_fits_activations_in_half_the_rollout():
