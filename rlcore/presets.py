@@ -53,11 +53,11 @@ PRESETS: dict[str, ExperimentConfig] = {
 
 # Gymnasium's own CartPole-v1 through the bridge (rlcore.envs.gym_bridge), on Gymnasium's
 # numpy-vectorised CartPoleVectorEnv, with RL Zoo's CartPole settings (8 envs x 32 steps, one
-# minibatch, 20 epochs, gamma 0.98, GAE 0.8, decaying linearly; its clip range also decays,
-# ours stays 0.2) at twice its learning rate, 2e-3: solved in a mean 8.1k env steps over 40
-# seeds, against 15.7k at RL Zoo's 1e-3 (SB3 with RL Zoo's settings: 12k median over 10), at
-# the same cost per step. The cartpole preset took ~82k. On a slow env, env steps are what
-# wall time is made of.
+# minibatch, 20 epochs, gamma 0.98, GAE 0.8, the learning rate decaying linearly; its clip
+# range also decays, ours stays 0.2) at twice its learning rate, 2e-3: solved in a mean 8.1k
+# env steps over 40 seeds, against 15.7k at RL Zoo's 1e-3 (SB3 with RL Zoo's settings: 12k
+# median over 10), at the same cost per step. The cartpole preset took ~82k. On a slow env,
+# env steps are what wall time is made of.
 PRESETS["gym_cartpole"] = ExperimentConfig(
     env=EnvConfig(
         "gymnasium:CartPole-v1", num_envs=8, options={"vectorization": "vector_entry_point"}
