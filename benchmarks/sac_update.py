@@ -1,18 +1,22 @@
-"""One SAC gradient step at HalfCheetah size, float32 against bfloat16 matmuls.
+"""One SAC gradient step at HalfCheetah size: float32 against bfloat16, and network sizes.
 
 Run from the repository root:
 
     .venv/bin/python -m benchmarks.sac_update
     .venv/bin/python -m benchmarks.sac_update --hidden 256 --batch 256 --reps 9
+    .venv/bin/python -m benchmarks.sac_update --hidden 256x256 400x300 --precisions bfloat16
 
-Builds `SAC_PRESETS["mujoco_halfcheetah"]` twice (obs 17, action 6; `--hidden` x2 actor and
-critics), once with `algorithm.sac.precision: bfloat16`, and times `algo.update(batch)` on
-the same random batch in interleaved repetitions (median ms per update, and the ratio
-within each repetition). The CPU's bf16 support decides the ratio: `lscpu | grep bf16`.
+Builds `SAC_PRESETS["mujoco_halfcheetah"]` (obs 17, action 6) once per network size
+(`--hidden`: `256` for 256x256, or `400x300`; actor and critics alike) and precision
+(`algorithm.sac.precision`), and times `algo.update(batch)` on the same random batch in
+interleaved repetitions: median ms per update, and ratios within each repetition
+(bfloat16 / float32 per size; each size / the first size per precision). The CPU's bf16
+support decides the precision ratio: `lscpu | grep bf16`.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 
@@ -23,12 +27,29 @@ from benchmarks.common import base_parser, print_table, setup, time_interleaved,
 from rlcore.presets import SAC_PRESETS
 from rlcore.trainer import Trainer
 
+PRECISIONS = ("float32", "bfloat16")
 
-def build(precision: str, hidden: int) -> Trainer:
+
+def hidden_sizes(text: str) -> tuple[int, ...]:
+    """`256` (two layers of 256) or `400x300`: the hidden layers of actor and critics."""
+    try:
+        sizes = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected sizes like 256 or 400x300, got {text!r}")
+    return sizes * 2 if len(sizes) == 1 else sizes
+
+
+def size_name(sizes: tuple[int, ...]) -> str:
+    return "x".join(map(str, sizes))
+
+
+def build(precision: str, hidden: tuple[int, ...]) -> Trainer:
     base = SAC_PRESETS["mujoco_halfcheetah"]
     cfg = dataclasses.replace(
         base,
-        policy=dataclasses.replace(base.policy, hidden_sizes=(hidden, hidden)),
+        policy=dataclasses.replace(base.policy, hidden_sizes=hidden),
         algo=dataclasses.replace(base.algo, precision=precision),
         trainer=dataclasses.replace(base.trainer, eval_every_iters=0),
         replay=dataclasses.replace(base.replay, capacity=1_000, warmup_steps=0),
@@ -50,31 +71,50 @@ def random_batch(size: int, obs_dim: int, action_dim: int) -> TensorDict:
     )
 
 
+def median_ratio(num: list[float], den: list[float]) -> float:
+    return statistics.median(n / d for n, d in zip(num, den, strict=True))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--hidden", type=hidden_sizes, nargs="+", default=[(256, 256)])
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args(argv)
+    sizes = list(dict.fromkeys(args.hidden))
+    precisions = list(dict.fromkeys(args.precisions))
     meta = setup(
         args,
-        f"SAC update, {args.hidden}x{args.hidden} networks, batch {args.batch}",
+        f"SAC update, networks {', '.join(map(size_name, sizes))}, batch {args.batch}",
         method=f"interleaved repetitions (--reps {args.reps}); medians",
     )
-    trainers = {p: build(p, args.hidden) for p in ("float32", "bfloat16")}
-    env = trainers["float32"].env
+    trainers = {(s, p): build(p, s) for s in sizes for p in precisions}
+    env = next(iter(trainers.values())).env
     batch = random_batch(args.batch, env.obs_dim, env.action_dim)
     timings = time_interleaved(
-        {p: (lambda t=t: t.algo.update(batch)) for p, t in trainers.items()}, args.reps
+        {key: (lambda t=t: t.algo.update(batch)) for key, t in trainers.items()}, args.reps
     )
-    ratios = [
-        b / f
-        for f, b in zip(timings["float32"].samples_s, timings["bfloat16"].samples_s, strict=True)
+    samples = {key: t.samples_s for key, t in timings.items()}
+    rows = []
+    for (size, precision), timing in timings.items():
+        row = {"hidden": size_name(size), "precision": precision}
+        row["update_ms"] = timing.median_s * 1e3
+        row["vs_first_size"] = median_ratio(samples[size, precision], samples[sizes[0], precision])
+        if len(precisions) == 2:
+            row["bf16_vs_f32"] = median_ratio(samples[size, "bfloat16"], samples[size, "float32"])
+        rows.append(row)
+    columns = [
+        ("hidden", "hidden", ""),
+        ("precision", "precision", ""),
+        ("update_ms", "ms per update", ".2f"),
     ]
-    rows = [{"precision": p, "update_ms": t.median_s * 1e3} for p, t in timings.items()]
-    print_table(rows, [("precision", "precision", ""), ("update_ms", "ms per update", ".2f")])
-    ratio = statistics.median(ratios)
-    print(f"bfloat16 / float32 (median of per-repetition ratios): {ratio:.3f}")
-    write_json(args.json, meta, {"rows": rows, "ratio": ratio})
+    if len(sizes) > 1:
+        columns.append(("vs_first_size", f"/ {size_name(sizes[0])}'s", ".3f"))
+    if len(precisions) == 2:
+        columns.append(("bf16_vs_f32", "bf16 / f32 (this size)", ".3f"))
+    print_table(rows, columns)
+    print("ratios: medians of the per-repetition ratios")
+    write_json(args.json, meta, {"rows": rows})
 
 
 if __name__ == "__main__":
