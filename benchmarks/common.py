@@ -47,6 +47,17 @@ def run_timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def hidden_sizes(text: str) -> tuple[int, ...]:
+    """`256` (two layers of 256) or `400x300`: the hidden layers of actor and critics."""
+    try:
+        sizes = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected sizes like 256 or 400x300, got {text!r}")
+    return sizes * 2 if len(sizes) == 1 else sizes
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
     """Parser with the flags every benchmark takes: --threads, --reps, --json."""
     parser = argparse.ArgumentParser(description=description)

@@ -23,12 +23,13 @@ also evaluates ours every N env steps and prints each point as it comes (for 1M-
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 import time
 from typing import Any
 
-from benchmarks.common import base_parser, print_table, setup, write_json
+from benchmarks.common import base_parser, hidden_sizes, print_table, setup, write_json
 from rlcore.config import ExperimentConfig
 from rlcore.presets import SAC_PRESETS
 from rlcore.trainer import Trainer
@@ -98,6 +99,22 @@ COLUMNS = [
 ]
 
 
+def with_overrides(cfg: ExperimentConfig, args: argparse.Namespace) -> ExperimentConfig:
+    """The preset with the settings a search trial varies (`--hidden`, `--lr`, `--tau`,
+    `--updates-per-step`) replaced where given."""
+    algo = {k: v for k, v in (("lr", args.lr), ("tau", args.tau)) if v is not None}
+    policy = {"hidden_sizes": args.hidden} if args.hidden is not None else {}
+    replay = {}
+    if args.updates_per_step is not None:
+        replay["updates_per_step"] = args.updates_per_step
+    return dataclasses.replace(
+        cfg,
+        algo=dataclasses.replace(cfg.algo, **algo),
+        policy=dataclasses.replace(cfg.policy, **policy),
+        replay=dataclasses.replace(cfg.replay, **replay),
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -106,6 +123,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", choices=["float32", "bfloat16", "auto"], default=None)
     parser.add_argument("--num-envs", type=int, default=None, help="ours: env.num_envs")
     parser.add_argument("--num-steps", type=int, default=None, help="ours: trainer.num_steps")
+    parser.add_argument("--hidden", type=hidden_sizes, default=None, help="ours: e.g. 400x300")
+    parser.add_argument("--lr", type=float, default=None, help="ours: algorithm.sac.lr")
+    parser.add_argument("--tau", type=float, default=None, help="ours: algorithm.sac.tau")
+    parser.add_argument(
+        "--updates-per-step", type=float, default=None, help="ours: replay.updates_per_step"
+    )
     parser.add_argument(
         "--curve-every", type=int, default=0,
         help="ours: also evaluate every this many env steps and print the curve as it goes",
@@ -137,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             for impl, cfg in presets.items()
         }
+    presets = {impl: with_overrides(cfg, args) for impl, cfg in presets.items()}
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in args.impls}
     for seed in args.seeds:
         order = args.impls if seed % 2 == 0 else args.impls[::-1]

@@ -16,29 +16,24 @@ support decides the precision ratio: `lscpu | grep bf16`.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 
 import torch
 from tensordict import TensorDict
 
-from benchmarks.common import base_parser, print_table, setup, time_interleaved, write_json
+from benchmarks.common import (
+    base_parser,
+    hidden_sizes,
+    print_table,
+    setup,
+    time_interleaved,
+    write_json,
+)
 from rlcore.presets import SAC_PRESETS
 from rlcore.trainer import Trainer
 
 PRECISIONS = ("float32", "bfloat16")
-
-
-def hidden_sizes(text: str) -> tuple[int, ...]:
-    """`256` (two layers of 256) or `400x300`: the hidden layers of actor and critics."""
-    try:
-        sizes = tuple(int(part) for part in text.lower().split("x"))
-    except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) <= 0:
-        raise argparse.ArgumentTypeError(f"expected sizes like 256 or 400x300, got {text!r}")
-    return sizes * 2 if len(sizes) == 1 else sizes
 
 
 def size_name(sizes: tuple[int, ...]) -> str:
