@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> None:
         f"SAC HalfCheetah: return and wall time at {args.steps:,d} env steps",
         method=f"one run per implementation and seed (seeds {args.seeds}), taking turns; "
         f"means and medians over seeds (--reps unused); precision {args.precision or 'preset'}; "
-        f"num_envs x num_steps {args.num_envs or 'preset'} x {args.num_steps or 'preset'}",
+        f"num_envs x num_steps {args.num_envs or 'preset'} x {args.num_steps or 'preset'}; "
+        f"hidden {args.hidden or 'preset'}, lr {args.lr or 'preset'}, tau {args.tau or 'preset'}, "
+        f"updates per step {args.updates_per_step or 'preset'}",
     )
     presets = {"native": SAC_PRESETS["mujoco_halfcheetah"], "gym": SAC_PRESETS["gym_halfcheetah"]}
     if args.precision is not None:
