@@ -17,8 +17,11 @@ a return >= SB3's at 300k steps). `--precision` sets our SAC's `algorithm.sac.pr
 (bfloat16: the hidden layers' matrix products in bf16; the presets' `auto` takes bf16 where
 the CPU has it natively);
 `--num-envs` and `--num-steps` our envs and steps per iteration (the presets': 1 x 1, SB3's
-scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md). `--curve-every N`
-also evaluates ours every N env steps and prints each point as it comes (for 1M-step runs).
+scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md). `--hidden`, `--lr`,
+`--tau` and `--updates-per-step` replace the presets' (the SAC study's trial 37: 400x300, an
+update every second env step); `--rl-zoo` runs ours with RL Zoo's values of those four, as
+SB3 runs. `--curve-every N` also evaluates ours every N env steps and prints each point as it
+comes (for 1M-step runs).
 """
 
 from __future__ import annotations
@@ -99,6 +102,10 @@ COLUMNS = [
 ]
 
 
+# RL Zoo's HalfCheetah SAC where it differs from our presets (SB3's defaults; `--rl-zoo`).
+RL_ZOO_SETTINGS = {"hidden": (256, 256), "lr": 3e-4, "tau": 0.005, "updates_per_step": 1.0}
+
+
 def with_overrides(cfg: ExperimentConfig, args: argparse.Namespace) -> ExperimentConfig:
     """The preset with the settings a search trial varies (`--hidden`, `--lr`, `--tau`,
     `--updates-per-step`) replaced where given."""
@@ -130,10 +137,20 @@ def main(argv: list[str] | None = None) -> None:
         "--updates-per-step", type=float, default=None, help="ours: replay.updates_per_step"
     )
     parser.add_argument(
+        "--rl-zoo", action="store_true",
+        help="ours with RL Zoo's settings (256x256, lr 3e-4, tau 0.005, an update per env "
+        "step: the presets' until 2026-11-25) where --hidden, --lr, --tau, --updates-per-step "
+        "are not given",
+    )  # fmt: skip
+    parser.add_argument(
         "--curve-every", type=int, default=0,
         help="ours: also evaluate every this many env steps and print the curve as it goes",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.rl_zoo:
+        for key, value in RL_ZOO_SETTINGS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
     meta = setup(
         args,
         f"SAC HalfCheetah: return and wall time at {args.steps:,d} env steps",

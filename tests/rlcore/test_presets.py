@@ -74,13 +74,20 @@ ALL_PRESETS = [
 @pytest.mark.parametrize(("algorithm", "name"), ALL_PRESETS)
 def test_every_preset_builds_and_trains_an_iteration(algorithm, name):
     """A preset is code nothing else runs in CI: each must build, collect, update and
-    evaluate (one iteration, one evaluation episode) with finite losses."""
+    evaluate (one iteration, or as many as one gradient step needs, and one evaluation
+    episode) with finite losses."""
     cfg = preset(name, algorithm)
     iteration = cfg.env.num_envs * cfg.trainer.num_steps
+    iterations = 1
+    if cfg.replay is not None:  # enough iterations for one gradient step (half one per env step)
+        iterations = math.ceil(1 / (iteration * cfg.replay.updates_per_step))
     cfg = dataclasses.replace(
         cfg,
         trainer=dataclasses.replace(
-            cfg.trainer, total_env_steps=iteration, eval_episodes=1, checkpoint_every_iters=0
+            cfg.trainer,
+            total_env_steps=iterations * iteration,
+            eval_episodes=1,
+            checkpoint_every_iters=0,
         ),
     )
     if cfg.replay is not None:  # updates start after the warm-up: make it one iteration
@@ -92,7 +99,7 @@ def test_every_preset_builds_and_trains_an_iteration(algorithm, name):
     finally:
         trainer.env.close()
         trainer.eval_env.close()
-    assert trainer.iteration == 1 and trainer.env_steps == iteration
+    assert trainer.iteration == iterations and trainer.env_steps == iterations * iteration
     losses = {key: value for key, value in metrics.items() if key.startswith("loss/")}
     assert losses and all(math.isfinite(value) for value in losses.values())
     assert math.isfinite(trainer.last_eval["eval/episode_return"])
