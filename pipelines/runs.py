@@ -203,8 +203,14 @@ def load_run(source: RunSource, read: Reader, video: Path | None) -> Run:
 
     run.seeds = load_seeds(recorded, RELATIVE, seeds)
     # The study that chose its settings: the one named like the experiment (run from its
-    # own params file, `reports/search-<name>/`), else params.yaml's own study.
-    run.search_summary = read(_summary(RELATIVE.for_study(run.name))) or read(_summary(RELATIVE))
+    # own params file, `reports/search-<name>/`), else the one its `search.study_name` names
+    # (an experiment confirming a trial carries its study's section), else params.yaml's own.
+    studies = [run.name]
+    search = data.get("search")
+    if isinstance(search, dict) and search.get("study_name"):
+        studies.append(str(search["study_name"]))
+    summaries = (read(_summary(RELATIVE.for_study(study))) for study in studies)
+    run.search_summary = next((s for s in summaries if s), None) or read(_summary(RELATIVE))
     run.fingerprint = digest.hexdigest()
     return run
 

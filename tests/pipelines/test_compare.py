@@ -134,7 +134,7 @@ def test_missing_and_malformed_files_are_reported_and_the_rest_renders(project):
     git(root, "checkout", "-q", "--", ".")
 
 
-def test_a_run_shows_the_study_named_like_its_experiment_else_params_yamls_own(project):
+def test_a_run_shows_the_study_named_like_its_experiment_else_its_study_name_s(project):
     root = project
     reports = root / "reports"
     (reports / "search").mkdir(parents=True, exist_ok=True)
@@ -150,9 +150,18 @@ def test_a_run_shows_the_study_named_like_its_experiment_else_params_yamls_own(p
         shutil.rmtree(reports / "search-tiny")
         compare(root, ["workspace"])
         assert (media / "workspace-search.md").read_text() == "# Search: params.yaml's study\n"
+        # An experiment that confirms a trial carries the study's section: its study_name.
+        (reports / "search-wide").mkdir()
+        (reports / "search-wide" / "summary.md").write_text("# Search: wide\n")
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["search"] = {**params.get("search", {}), "study_name": "wide"}
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        compare(root, ["workspace"])
+        assert (media / "workspace-search.md").read_text() == "# Search: wide\n"
     finally:
-        shutil.rmtree(reports / "search", ignore_errors=True)
-        shutil.rmtree(reports / "search-tiny", ignore_errors=True)
+        git(root, "checkout", "-q", "--", "params.yaml")
+        for name in ("search", "search-tiny", "search-wide"):
+            shutil.rmtree(reports / name, ignore_errors=True)
 
 
 def test_runs_trained_on_other_kernels_are_named_and_one_machine_is_not(project):
