@@ -90,7 +90,7 @@ def test_every_preset_builds_and_trains_an_iteration(algorithm, name):
             checkpoint_every_iters=0,
         ),
     )
-    if cfg.replay is not None:  # updates start after the warm-up: make it one iteration
+    if cfg.replay is not None:  # updates start after the warm-up: no warm-up
         cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, warmup_steps=0))
     metrics: dict[str, float] = {}
     trainer = Trainer(cfg, sink=lambda step, values: metrics.update(values))
