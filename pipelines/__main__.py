@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -94,16 +95,28 @@ def _guarded(
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
         return 2
-    expected = errors()
+    from pipelines.lifeline import (
+        OrphanedError,
+        RunLockedError,
+        Terminated,
+        die_with_parent,
+        stopping_on_sigterm,
+    )
+
+    expected = (*errors(), OrphanedError, RunLockedError)
     try:
-        action(params)
+        with stopping_on_sigterm():
+            if os.environ.get("DVC_STAGE"):  # run by DVC: stop when `dvc` does
+                die_with_parent()
+            action(params)
     except expected as exc:
         print(f"error: {name}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if os.environ.get("RANK", "0") == "0":  # once, not from every torchrun rank
-            print(f"error: {name}: interrupted; {interrupted}", file=sys.stderr)
-        return 130
+            why = exc.reason if isinstance(exc, Terminated) else "interrupted"
+            print(f"error: {name}: {why}; {interrupted}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     return 0
 
 
@@ -146,10 +159,33 @@ class _UnknownSeedError(ValueError):
     pass
 
 
+def dvc_stage_seed(name: str) -> int | None:
+    """The seed of the DVC stage that runs this command, from the name DVC gives it
+    (`train@0`, in DVC_STAGE); None outside DVC or in another stage.
+
+    dvc.yaml's commands carry nothing from params.yaml, since DVC runs them through a shell:
+    the seed comes from here, and must still be one of `seeds`.
+    """
+    stage = os.environ.get("DVC_STAGE", "")
+    match = re.fullmatch(rf"(?:.*:)?{re.escape(name)}@(.+)", stage)
+    if match is None:
+        return None
+    try:
+        return int(match.group(1))
+    except ValueError:
+        raise _UnknownSeedError(
+            f"DVC stage {stage!r}: a seed must be an integer of `seeds`"
+        ) from None
+
+
 def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
-    """One DVC stage (of one seed for train and evaluate), with one-line errors."""
+    """One DVC stage (of one seed for train and evaluate), with one-line errors. Without
+    `seed`, a seeded stage run by DVC takes its stage's seed, else the first of `seeds`."""
 
     def run(params: Params) -> None:
+        nonlocal seed
+        if seed is None and name in SEEDED_STAGES:
+            seed = dvc_stage_seed(name)
         if seed is not None and seed not in params.seeds:
             raise _UnknownSeedError(
                 f"--seed {seed} is not one of {params_path}'s seeds {params.seeds}"

@@ -2,22 +2,32 @@
 
 Rolls out the first seed's trained policy (its sampled actions) or uniform random actions
 for `collect.env_steps` env steps and writes the dataset directory `collect.output` (the
-format of `rlcore.datasets`: a memory-mapped TensorDict plus `meta.json`), replaced only
-once it is complete. `data/dvc.yaml` tracks it as an output, so a dataset is versioned
-like any checkpoint; `metrics/collect.json` says what it holds.
+format of `rlcore.datasets`: one raw file per key plus `meta.json`), replaced only once
+it is complete. `data/dvc.yaml` tracks it as an output, so a dataset is versioned like any
+checkpoint; `metrics/collect.json` says what it holds.
+
+`collect.output` replaces only a dataset that collect wrote, and stays inside the repository
+unless `collect.allow_outside_repo` says otherwise: checked before the env is built.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import gymnasium.spaces as spaces
 
-from pipelines.files import StagedOutputs, check_writable, require
+from pipelines.files import OutputError, StagedOutputs, check_writable, require
 from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.progress import Progress
-from rlcore.datasets import save_dataset
+from rlcore.datasets import (
+    DISK_FULL,
+    DatasetError,
+    check_replaceable,
+    remove_interrupted_saves,
+    save_dataset,
+)
 from rlcore.envs import make_env
 from rlcore.errors import ConfigError
 from rlcore.policies import Actor, UniformRandomPolicy
@@ -31,10 +41,11 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
     layout = layout or Layout(seed=params.seeds[0])
     configure_cpu(params.runtime.threads)
     cc, cfg = params.collect, params.experiment(seed=layout.seed)
-    dataset = layout.root / cc.output
+    dataset = check_output(layout.root, cc.output, cc.allow_outside_repo)
     # Both outputs checked before collecting; the metrics appear only with the dataset.
     outputs = StagedOutputs([layout.collect_metrics])
     check_writable(dataset, directory=True)
+    remove_interrupted_saves(dataset)
     env = make_env(cfg.env, grouped=True)  # every step a transition (Gymnasium: same-step reset)
     policy: Actor | UniformRandomPolicy
     if cc.policy == "random":
@@ -72,12 +83,36 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
         metrics["return_mean"] = episodes.returns.mean().item()
         if episodes.successes is not None:
             metrics["success_rate"] = episodes.successes.double().mean().item()
-    with outputs:
-        outputs.write_json(layout.collect_metrics, metrics)
-        save_dataset(
-            dataset,
-            buffer,
-            source={"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics},
-        )
+    described = {"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics}
+    try:
+        with outputs:
+            outputs.write_json(layout.collect_metrics, metrics)
+            save_dataset(dataset, buffer, source=described)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise OutputError(
+            f"disk full while writing {layout.collect_metrics} and {dataset}: previous outputs "
+            "intact"
+        ) from None
     print(f"[collect] done: {metrics}", flush=True)
     return metrics
+
+
+def check_output(root: Path, output: str, allow_outside_repo: bool) -> Path:
+    """The dataset directory `output` names, refused (one line, before any work) where saving
+    there could replace something that is not a dataset, or lies outside the repository."""
+    dataset = root / output
+    resolved, repository = dataset.resolve(), root.resolve()
+    if not resolved.is_relative_to(repository) and not allow_outside_repo:
+        raise OutputError(
+            f"collect.output: {output} resolves to {resolved}, outside the repository "
+            f"{repository}; set collect.allow_outside_repo: true to write there (nothing was run)"
+        )
+    if resolved == repository:
+        raise OutputError(f"collect.output: {output} is the repository itself (nothing was run)")
+    try:
+        check_replaceable(dataset)
+    except DatasetError as exc:
+        raise OutputError(f"collect.output: {exc} (nothing was run)") from None
+    return dataset

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -96,12 +98,23 @@ class StagedOutputs:
     a crash between them could mix old and new, and each file is whole either way.)
     """
 
-    def __init__(self, targets: Sequence[Path]) -> None:
+    def __init__(self, targets: Sequence[Path], directories: Sequence[Path] = ()) -> None:
         self.targets = list(targets)
         self._temporaries: dict[Path, Path] = {}
+        self._directories: dict[Path, Path] = {}
         for target in self.targets:
             check_writable(target)
             remove_stale_temporaries(target)
+        for target in directories:
+            check_writable(target, directory=True)
+            self._directories[target] = target  # until `stage_directory` names its source
+
+    def stage_directory(self, target: Path, source: Path) -> None:
+        """Publish the directory `source` as `target` (a directory output named when this
+        was created) with the other outputs; `source` is moved, `target` replaced whole."""
+        if target not in self._directories:
+            raise ValueError(f"{target} is not one of this stage's directory outputs")
+        self._directories[target] = source
 
     def path(self, target: Path) -> Path:
         if target not in self.targets:
@@ -128,13 +141,41 @@ class StagedOutputs:
         try:
             if exc_type is None:
                 missing = [t for t in self.targets if t not in self._temporaries]
+                missing += [t for t, source in self._directories.items() if source == t]
                 if missing:
                     raise ValueError(f"outputs never written: {missing}")
                 for target, tmp in self._temporaries.items():
                     _publish(tmp, target)
+                for target, source in self._directories.items():
+                    replace_directory(source, target)
         finally:
             for tmp in self._temporaries.values():
                 tmp.unlink(missing_ok=True)
+
+
+def replace_directory(source: Path, target: Path) -> None:
+    """Move the directory `source` to `target`, replacing what was there: the old one is
+    renamed aside first and removed once the new one is in place (back if the move fails)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.with_name(f".{target.name}.old.tmp")
+    shutil.rmtree(old, ignore_errors=True)
+    replacing = target.exists()
+    if replacing:
+        target.rename(old)
+    try:
+        try:
+            source.rename(target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.copytree(source, target)  # another file system: copy, then drop it
+            shutil.rmtree(source)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        if replacing:
+            old.rename(target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_text(path: Path, text: str) -> None:

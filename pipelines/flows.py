@@ -38,7 +38,9 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 
+from pipelines.bounded import BoundedInputError, load_json, read_text
 from pipelines.layout import Layout
+from pipelines.lifeline import kill_with_parent
 from pipelines.params import Params, load_params
 from pipelines.portable_markdown import portable
 from pipelines.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
@@ -145,6 +147,7 @@ def run_dvc(project_dir: str, args: list[str], label: str) -> None:
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
+        preexec_fn=kill_with_parent,  # a killed flow leaves no `dvc repro` (nor its stages)
     ) as process:
         assert process.stdout is not None
         for raw in process.stdout:
@@ -156,27 +159,64 @@ def run_dvc(project_dir: str, args: list[str], label: str) -> None:
 
 
 def _numbers(path: Path) -> dict[str, float]:
-    """One metrics file: a flat JSON object of numbers."""
+    """One metrics file: a JSON object of numbers (nested objects, as DVCLive writes them,
+    flattened to `a/b` names)."""
     try:
-        data = json.loads(path.read_text())
+        data = load_json(read_text(path))  # DVC may restore it from a shared remote: bounded
     except json.JSONDecodeError as exc:
         raise RunOutputError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or not all(map(_is_number, data.values())):
-        raise RunOutputError(f"{path}: expected a flat JSON object of numbers")
-    return data
+    except BoundedInputError as exc:
+        raise RunOutputError(f"{path}: {exc}") from None
+    flat = _flatten(data) if isinstance(data, dict) else None
+    if flat is None:
+        raise RunOutputError(f"{path}: expected a JSON object of numbers")
+    return flat
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, float] | None:
+    flat: dict[str, float] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            inner = _flatten(value, f"{prefix}{key}/")
+            if inner is None:
+                return None
+            flat |= inner
+        elif _is_number(value):
+            flat[f"{prefix}{key}"] = value
+        else:
+            return None
+    return flat
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def stage_metrics(project_dir: str, stages: list[str], dvcfile: str = "dvc.yaml") -> list[str]:
+    """The JSON metrics files `dvcfile` declares for `stages` (each seed's, for a matrix
+    stage), relative to the project: what those stages of this experiment wrote."""
+    from dvc.repo import Repo
+
+    with Repo(project_dir) as repo:
+        declared = repo.stage.collect(str(Path(repo.root_dir, dvcfile)))
+        return sorted(
+            str(Path(metric.fs_path).relative_to(repo.root_dir))
+            for stage in declared
+            if stage.name.split("@")[0] in stages
+            for metric in stage.metrics
+            if metric.fs_path.endswith(".json")
+        )
+
+
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def read_metrics(project_dir: str) -> dict[str, dict[str, float]]:
-    """Read every `metrics/*.json` the stages wrote, keyed by file."""
-    files = sorted(Path(project_dir, "metrics").glob("*.json"))
+def read_metrics(project_dir: str, files: list[str]) -> dict[str, dict[str, float]]:
+    """Read the metrics files of this run's stages (`stage_metrics`), keyed by file."""
     if not files:
-        raise RunOutputError(f"no metrics/*.json in {project_dir}: the stages wrote no metrics")
-    return {f"metrics/{path.name}": _numbers(path) for path in files}
+        raise RunOutputError(f"the stages run in {project_dir} declare no JSON metrics")
+    missing = [file for file in files if not Path(project_dir, file).is_file()]
+    if missing:
+        raise RunOutputError(f"{', '.join(missing)} missing: the stages that write them did not")
+    return {file: _numbers(Path(project_dir, file)) for file in files}
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
@@ -187,7 +227,7 @@ def publish_metrics(metrics: dict[str, dict[str, float]], key: str) -> None:
         for file, values in metrics.items()
         for name, value in values.items()
     ]
-    create_table_artifact(rows, key=key, description="metrics/*.json of this run")
+    create_table_artifact(rows, key=key, description="the metrics files of this run's stages")
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
@@ -275,7 +315,7 @@ def experiment_flow(
             "`git checkout params.yaml dvc.lock && dvc checkout` restores the committed one",
             variant,
         )
-    metrics = read_metrics(str(root))
+    metrics = read_metrics(str(root), stage_metrics(str(root), selected))
     keys = {"metrics": artifact_key(name, variant or "", "metrics")}
     publish_metrics(metrics, keys["metrics"])
     if "report" in selected:
@@ -378,7 +418,10 @@ def search_flow(project_dir: str = ".") -> dict[str, Any]:
     root = _project_root(project_dir)
     name = load_params(root / "params.yaml").search.study_name
     run_dvc(str(root), ["repro", SEARCH_DVCFILE], label="search")
-    metrics = read_metrics(str(root))
+    # The study's summary is a plain output of the stage (search/dvc.yaml says why).
+    summary = str(Layout(root).search_metrics.relative_to(root))
+    files = sorted({*stage_metrics(str(root), ["search"], SEARCH_DVCFILE), summary})
+    metrics = read_metrics(str(root), files)
     keys = {"metrics": artifact_key(name, "search", "metrics")}
     publish_metrics(metrics, keys["metrics"])
     keys["summary"] = artifact_key(name, "search", "summary")

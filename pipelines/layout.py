@@ -84,6 +84,17 @@ class Layout:
         """DVCLive's directory: every iteration's metrics (`pipelines.telemetry`)."""
         return self.seed_metrics / str(self.seed) / "live"
 
+    @property
+    def live_partial(self) -> Path:
+        """DVCLive's files while the run trains: `live_metrics` is replaced by them with the
+        stage's other outputs, so a failed run leaves the published ones as they were."""
+        return self.root / "outputs" / "seeds" / str(self.seed) / "live.partial"
+
+    @property
+    def train_lock(self) -> Path:
+        """Held by the seed's running trainer (`pipelines.lifeline.run_lock`)."""
+        return self.root / "outputs" / "seeds" / str(self.seed) / "train.lock"
+
     def tensorboard(self, experiment: str) -> Path:
         """TensorBoard event files of `experiment` for this seed (not tracked by DVC)."""
         return self.root / "outputs" / "tensorboard" / experiment / f"seed_{self.seed}"

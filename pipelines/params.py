@@ -198,6 +198,9 @@ class CollectParams(_Section):
     env_steps: int = Field(100_000, ge=1)
     seed: int = Field(3_000_000, ge=0, description="env and action seed, apart from training's")
     output: str = Field("data/offline", min_length=1, description="the dataset directory")
+    allow_outside_repo: bool = Field(
+        False, description="let `output` resolve outside the repository (after symlinks)"
+    )
 
 
 class ScheduleParams(_Section):

@@ -3,7 +3,8 @@
 One run per seed. Outputs (see `Layout`, for seed S): `outputs/seeds/S/checkpoints/final.pt`
 and `best.pt` (the policy of the best evaluation),
 `metrics/seeds/S/curve.csv` (one row per evaluation), `metrics/seeds/S/train.json` and
-`metrics/seeds/S/provenance.json` (the CPU, kernels and packages it ran on). They are
+`metrics/seeds/S/provenance.json` (the CPU, kernels and packages it ran on) and DVCLive's
+`metrics/seeds/S/live/` (written to `outputs/seeds/S/live.partial/` meanwhile). They are
 replaced together, only when training completes (`StagedOutputs`), so a failed or
 interrupted run leaves the previous ones intact, and an unwritable one fails before
 training. Progress is saved to `outputs/seeds/S/checkpoints/resume.pt` every
@@ -16,6 +17,7 @@ train`), every rank trains on its own envs and rank 0 alone writes these files.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Any
 
 from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
+from pipelines.lifeline import run_lock
 from pipelines.params import Params
 from pipelines.progress import Progress, startup_seconds
 from pipelines.telemetry import Telemetry, experiment_label, fan_out
@@ -135,7 +138,7 @@ def _telemetry(
     if not (runtime.dvclive or runtime.tensorboard):
         return None
     return Telemetry(
-        layout.live_metrics if runtime.dvclive else None,
+        layout.live_partial if runtime.dvclive else None,
         layout.tensorboard(experiment_label(params.name)) if runtime.tensorboard else None,
         every=runtime.log_every(steps_per_iter),
         resumed_at=resumed_at,
@@ -198,7 +201,11 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     with process_group_from_env(cfg.env.device) as dist:
         curve = Curve(total_env_steps=0)
         trainer = Trainer(cfg, sink=curve, dist=dist, compile_loss=params.runtime.compile)
-        return _train(params, trainer, curve, layout)
+        # One trainer per seed: a second one (a `dvc repro` beside another) stops here,
+        # once the experiment is known to build, before it reads or writes anything.
+        lock = run_lock(layout.train_lock, f"train of seed {layout.seed}")
+        with lock if dist.is_main else contextlib.nullcontext():
+            return _train(params, trainer, curve, layout)
 
 
 def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:
@@ -209,7 +216,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         layout.final_checkpoint, layout.best_checkpoint, layout.curve, layout.train_metrics,
         layout.provenance,
     ]  # fmt: skip
-    outputs = StagedOutputs(targets) if main else None
+    live = [layout.live_metrics] if params.runtime.dvclive else []
+    outputs = StagedOutputs(targets, directories=live) if main else None
     if main:
         remove_stale_temporaries(layout.resume_checkpoint)
     best = BestPolicy(trainer)
@@ -270,6 +278,8 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             outputs.write_json(layout.train_metrics, metrics)
             # The machine that finished the run (a resumed run's last one).
             outputs.write_json(layout.provenance, provenance(cfg.env.device))
+            if live:  # DVCLive's files of this run, published with the rest
+                outputs.stage_directory(layout.live_metrics, layout.live_partial)
         layout.resume_checkpoint.unlink(missing_ok=True)
         print(f"[train] done in {wall_s:.1f}s: {metrics}", flush=True)
     else:

@@ -4,20 +4,34 @@ Layout of a dataset directory:
 
     meta.json     format version, transitions, obs_dim, action shape and dtype, success
                   flag, and `source` (what collected it: env, policy, returns, ...)
-    transitions/  tensordict's memory-mapped format (`TensorDict.memmap`): one raw file
-                  per key (the `rlcore.replay` keys), readable without unpickling
+    transitions/  one raw little-endian file per key, `<key>.memmap` (the `rlcore.replay`
+                  keys), plus the `meta.json` of tensordict's memory-mapped format, so
+                  `TensorDict.load_memmap` reads it too
 
-A dataset is written beside its final path and renamed into place once complete, so an
-interrupted write never leaves a half dataset where a complete one is expected.
+A dataset is shared data, never code: loading reads only the raw files that our own
+`meta.json` and the replay buffer's schema name, with sizes checked before reading, through
+read-only file descriptors. Nothing in `transitions/` chooses a code path (tensordict's
+metadata is never read, nothing is unpickled) and any file there that is not ours is refused.
+
+A dataset is written beside its final path with ordinary writes (a full disk is an OSError,
+not a SIGBUS from a mapped page) and renamed into place once complete, so an interrupted
+write never leaves a half dataset where a complete one is expected. Only a directory that
+is one of our datasets is ever replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import glob
 import json
+import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from tensordict import TensorDict
@@ -28,6 +42,14 @@ from rlcore.replay import ReplayBuffer
 FORMAT_VERSION = 1
 META = "meta.json"
 TRANSITIONS = "transitions"
+SUFFIX = ".memmap"
+# A colleague's meta.json is read whole: far above any real one, far below harm.
+MAX_META_BYTES = 1 << 20
+# Action dtypes a dataset may hold: plain numbers, each read back by viewing its raw bytes.
+_INTEGERS = ("bool", "uint8", "int8", "int16", "int32", "int64")
+DTYPES = frozenset((*_INTEGERS, "float16", "bfloat16", "float32", "float64"))
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_READ_CHUNK_BYTES = 64 << 20  # rows are read and copied to the device this many at a time
 
 
 class DatasetError(ConfigError):
@@ -35,10 +57,15 @@ class DatasetError(ConfigError):
 
 
 def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any]) -> None:
-    """Write the buffer's filled transitions (oldest first) as a dataset directory at `path`."""
+    """Write the buffer's filled transitions (oldest first) as a dataset directory at `path`.
+
+    `path` must be new or one of our datasets (`check_replaceable`); a disk that fills up
+    raises `DatasetError` and leaves the previous dataset as it was.
+    """
     path = Path(path)
     if len(buffer) == 0:
         raise ValueError(f"cannot save dataset {path}: the replay buffer is empty")
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage = buffer.storage
     start = buffer.cursor if buffer.size == buffer.capacity else 0
@@ -50,29 +77,151 @@ def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any])
         "transitions": buffer.size,
         "obs_dim": int(storage["obs"].shape[1]),
         "action_shape": list(action.shape[1:]),
-        "action_dtype": str(action.dtype).removeprefix("torch."),
+        "action_dtype": _dtype_name(action.dtype),
         "with_success": "success" in storage,
         "source": source,
     }
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        rows.memmap(tmp / TRANSITIONS)
-        (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        tmp.chmod(0o755)
-        old = path.with_name(f".{path.name}.old")
-        replacing = path.exists()
-        if replacing:
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
+    with _disk_full_is_one_line(path):
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
         try:
-            tmp.rename(path)
-        except OSError:
-            if replacing:  # put the previous dataset back where it was
-                old.rename(path)
+            _write_transitions(tmp / TRANSITIONS, rows)
+            _write_file(tmp / META, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+            tmp.chmod(0o755)
+            _replace(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _disk_full_is_one_line(path: Path) -> Iterator[None]:
+    """A full disk (or quota, or file size limit) while saving `path`: a `DatasetError`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
             raise
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        kept = "previous dataset intact" if path.exists() else "nothing written"
+        raise DatasetError(
+            f"disk full while writing dataset {path}: {kept} ({exc.strerror})"
+        ) from None
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Rename the complete dataset `tmp` onto `path`, putting the old one back on failure."""
+    old = _old(path)
+    replacing = path.exists()
+    if replacing:
+        _remove_if_ours(old)
+        path.rename(old)
+    try:
+        tmp.rename(path)
+    except OSError:
+        if replacing:
+            old.rename(path)
+        raise
+    _remove_if_ours(old)
+
+
+def _old(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def _write_transitions(folder: Path, rows: TensorDict) -> None:
+    """One raw file per key, and tensordict's metadata so its `load_memmap` reads them."""
+    folder.mkdir()
+    td_meta: dict[str, Any] = {}
+    for key, column in rows.items():
+        data = column.contiguous().reshape(-1).view(torch.uint8).numpy()
+        _write_file(folder / f"{key}{SUFFIX}", memoryview(data))
+        entry = {"device": "cpu", "shape": list(column.shape), "dtype": str(column.dtype)}
+        td_meta[key] = entry | {"is_nested": False}
+    td_meta |= {
+        "shape": list(rows.batch_size),
+        "device": "cpu",
+        "_type": "<class 'tensordict._td.TensorDict'>",
+        "_format_version": 1,
+        "_class": "tensordict:TensorDict",
+    }
+    _write_file(folder / META, json.dumps(td_meta).encode())
+
+
+def _write_file(path: Path, data: bytes | memoryview) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())  # a full disk some filesystems report only here
+
+
+def check_replaceable(path: str | Path) -> None:
+    """Fail unless `path` is free or one of our datasets: saving replaces nothing else.
+
+    Ours: a directory (not a symlink) holding exactly `meta.json` (our format version) and
+    `transitions/`.
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    mode = path.lstat().st_mode
+    if not stat.S_ISDIR(mode):
+        raise DatasetError(
+            f"{path} is {_kind(mode)}, not a dataset directory; a dataset replaces only a "
+            "dataset: choose another path"
+        )
+    entries = sorted(os.listdir(path))
+    if entries != [META, TRANSITIONS] or not (path / TRANSITIONS).is_dir():
+        raise DatasetError(
+            f"{path} is a directory that is not a dataset (it holds "
+            f"{', '.join(entries[:5]) or 'nothing'}{', ...' if len(entries) > 5 else ''}); "
+            "a dataset replaces only a dataset: choose another path or remove it yourself"
+        )
+    try:
+        read_meta(path)
+    except DatasetError as exc:
+        raise DatasetError(
+            f"{path} is not a dataset this rlcore wrote ({exc}); choose another path or "
+            "remove it yourself"
+        ) from None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "a special file"
+
+
+def remove_interrupted_saves(path: str | Path) -> list[Path]:
+    """Remove what an interrupted `save_dataset` of `path` left beside it; return them.
+
+    Only directories named as ours (`.<name>.*.tmp`, `.<name>.old`) that hold nothing but
+    dataset entries. A `.<name>.old` without `path` is the previous dataset of a save
+    interrupted between its two renames: it is put back instead. Call it before saving, not
+    beside another save of the same `path`: that save's temporary would go too.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    old = _old(path)
+    if _holds_only_dataset_entries(old) and not os.path.lexists(path):
+        old.rename(path)
+    pattern = f".{glob.escape(path.name)}.*.tmp"
+    candidates = [*path.parent.glob(pattern), old]
+    stale = [p for p in candidates if _holds_only_dataset_entries(p)]
+    for folder in stale:
+        shutil.rmtree(folder)
+    return stale
+
+
+def _holds_only_dataset_entries(folder: Path) -> bool:
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    return set(os.listdir(folder)) <= {META, TRANSITIONS}
+
+
+def _remove_if_ours(folder: Path) -> None:
+    if _holds_only_dataset_entries(folder):
+        shutil.rmtree(folder, ignore_errors=True)  # what stays, the next collect removes
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
@@ -84,20 +233,44 @@ def read_meta(path: str | Path) -> dict[str, Any]:
             "`dvc repro data/dvc.yaml` or `python -m pipelines collect`)"
         )
     try:
-        meta = json.loads((path / META).read_text())
-        meta["transitions"], meta["obs_dim"] = int(meta["transitions"]), int(meta["obs_dim"])
-        meta["action_shape"] = [int(n) for n in meta["action_shape"]]
-        if not isinstance(getattr(torch, meta["action_dtype"], None), torch.dtype):
-            raise ValueError(f"action_dtype {meta['action_dtype']!r} is no torch dtype")
-        meta["with_success"] = bool(meta["with_success"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with _open_regular(path / META) as handle:
+            text = handle.read(MAX_META_BYTES + 1)
+        if len(text) > MAX_META_BYTES:
+            raise ValueError(f"larger than {MAX_META_BYTES:,d} bytes")
+        meta = json.loads(text)
+        version = meta.get("format_version") if isinstance(meta, dict) else None
+        if version == FORMAT_VERSION:
+            _check_fields(meta)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise DatasetError(f"dataset {path}: {META} is missing or damaged ({exc})") from None
-    if meta.get("format_version") != FORMAT_VERSION:
+    if version != FORMAT_VERSION:
         raise DatasetError(
-            f"dataset {path}: format version {meta.get('format_version')!r}, this rlcore "
-            f"reads {FORMAT_VERSION}"
+            f"dataset {path}: format version {version!r}, this rlcore reads {FORMAT_VERSION}"
         )
     return meta
+
+
+def _check_fields(meta: dict[str, Any]) -> None:
+    """Normalise meta.json's fields in place; ValueError, KeyError or TypeError if invalid."""
+    meta["transitions"], meta["obs_dim"] = int(meta["transitions"]), int(meta["obs_dim"])
+    meta["action_shape"] = [int(n) for n in meta["action_shape"]]
+    if meta["action_dtype"] not in DTYPES:
+        raise ValueError(
+            f"action_dtype {meta['action_dtype']!r} is no torch dtype a dataset holds (one of "
+            f"{', '.join(sorted(DTYPES))})"
+        )
+    if meta["obs_dim"] < 1 or any(n < 1 for n in meta["action_shape"]):
+        raise ValueError("obs_dim and action_shape must be positive")
+    meta["with_success"] = bool(meta["with_success"])
+
+
+def _open_regular(path: Path) -> IO[bytes]:
+    """Open `path` read-only; OSError unless it is a regular file (a FIFO never blocks)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
 
 
 def check_dataset_fits(
@@ -105,7 +278,7 @@ def check_dataset_fits(
 ) -> dict[str, Any]:
     """Read only `meta.json` and fail, naming the field, if the dataset cannot feed this env."""
     meta = read_meta(path)
-    dtype = str(action_dtype).removeprefix("torch.")
+    dtype = _dtype_name(action_dtype)
     problems = []
     if meta["obs_dim"] != obs_dim:
         problems.append(f"obs has shape [{meta['obs_dim']}] but the env's is [{obs_dim}]")
@@ -121,22 +294,45 @@ def check_dataset_fits(
     return meta
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def load_dataset(
     path: str | Path, device: torch.device | str, generator: torch.Generator
 ) -> ReplayBuffer:
-    """A full ReplayBuffer (capacity = the dataset's size) holding the dataset, on `device`."""
+    """A full ReplayBuffer (capacity = the dataset's size) holding the dataset, on `device`.
+
+    Reads only; every file's size is checked against `meta.json` before anything is read.
+    """
     path = Path(path)
     meta = read_meta(path)
-    try:
-        rows = TensorDict.load_memmap(path / TRANSITIONS)
-    except Exception as exc:  # tensordict raises several types for damaged directories
-        raise DatasetError(f"dataset {path}: {TRANSITIONS}/ cannot be read ({exc})") from exc
-    if rows.batch_size[0] != meta["transitions"]:
-        raise DatasetError(
-            f"dataset {path}: {META} says {meta['transitions']} transitions, the data holds "
-            f"{rows.batch_size[0]}"
-        )
-    buffer = ReplayBuffer(
+    if meta["transitions"] <= 0:
+        raise DatasetError(f"dataset {path}: {META} says it holds no transitions")
+    columns = _columns(meta)
+    folder = path / TRANSITIONS
+    _check_entries(path, folder, columns)
+    with contextlib.ExitStack() as stack:
+        handles = {}
+        for key, (shape, dtype) in columns.items():
+            handles[key] = _open_column(path, key, meta["transitions"], shape, dtype)
+            stack.callback(handles[key].close)
+        buffer = _new_buffer(meta, device, generator)
+        row_bytes = sum(_row_bytes(shape, dtype) for shape, dtype in columns.values())
+        chunk = max(1, _READ_CHUNK_BYTES // row_bytes)
+        for start in range(0, meta["transitions"], chunk):
+            count = min(chunk, meta["transitions"] - start)
+            rows = {
+                key: _read_rows(path, key, handles[key], count, *columns[key]) for key in columns
+            }
+            buffer.add(TensorDict(rows, batch_size=[count]))
+    return buffer
+
+
+def _new_buffer(
+    meta: dict[str, Any], device: torch.device | str, generator: torch.Generator
+) -> ReplayBuffer:
+    return ReplayBuffer(
         meta["transitions"],
         meta["obs_dim"],
         tuple(meta["action_shape"]),
@@ -145,23 +341,68 @@ def load_dataset(
         generator,
         with_success=meta["with_success"],
     )
-    _check_rows_fit(path, rows, buffer)
-    buffer.add(rows)
-    return buffer
 
 
-def _check_rows_fit(path: Path, rows: TensorDict, buffer: ReplayBuffer) -> None:
-    """The stored columns are the ones `meta.json` describes; the error names the key."""
-    keys, expected = set(rows.keys()), set(buffer.storage.keys())
-    if keys != expected:
+def _columns(meta: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Per key, the shape of one row and the dtype: the replay buffer's own schema, taken
+    from a buffer on the meta device (nothing allocated, whatever meta.json claims)."""
+    schema = _new_buffer(meta | {"transitions": 1}, "meta", torch.Generator())
+    return {key: (tuple(col.shape[1:]), col.dtype) for key, col in schema.storage.items()}
+
+
+def _row_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    return torch.Size(shape).numel() * dtype.itemsize
+
+
+def _check_entries(path: Path, folder: Path, columns: dict[str, Any]) -> None:
+    """Exactly our files in `transitions/` (tensordict's meta.json allowed, never read)."""
+    if folder.is_symlink() or not folder.is_dir():
+        raise DatasetError(f"dataset {path}: {TRANSITIONS}/ is missing or not a directory")
+    expected = {f"{key}{SUFFIX}" for key in columns}
+    try:
+        entries = set(os.listdir(folder))
+    except OSError as exc:
+        raise DatasetError(f"dataset {path}: {TRANSITIONS}/ cannot be read ({exc})") from None
+    unexpected, missing = sorted(entries - expected - {META}), sorted(expected - entries)
+    if unexpected:
         raise DatasetError(
-            f"dataset {path}: {TRANSITIONS}/ holds {sorted(keys)}, {META} describes "
-            f"{sorted(expected)}"
+            f"dataset {path}: {TRANSITIONS}/{unexpected[0]} is not part of a dataset of this "
+            f"shape (expected {', '.join(sorted(expected))}); nothing was loaded"
         )
-    for key, column in buffer.storage.items():
-        stored = rows[key]
-        if stored.shape[1:] != column.shape[1:] or stored.dtype != column.dtype:
-            raise DatasetError(
-                f"dataset {path}: {key} is stored as {stored.dtype} {list(stored.shape[1:])} "
-                f"but {META} says {column.dtype} {list(column.shape[1:])}"
-            )
+    if missing:
+        raise DatasetError(f"dataset {path}: {TRANSITIONS}/{missing[0]} is missing")
+
+
+def _open_column(
+    path: Path, key: str, transitions: int, shape: tuple[int, ...], dtype: torch.dtype
+) -> IO[bytes]:
+    """The column's file, open read-only, once its size is what `meta.json` implies."""
+    name = f"{TRANSITIONS}/{key}{SUFFIX}"
+    try:
+        handle = _open_regular(path / TRANSITIONS / f"{key}{SUFFIX}")
+    except OSError as exc:
+        raise DatasetError(f"dataset {path}: {name} cannot be read ({exc.strerror})") from None
+    size, expected = os.fstat(handle.fileno()).st_size, transitions * _row_bytes(shape, dtype)
+    if size != expected:
+        handle.close()
+        raise DatasetError(
+            f"dataset {path}: {name} holds {size:,d} bytes, {META} implies {expected:,d} "
+            f"({transitions:,d} rows of {_dtype_name(dtype)} {list(shape)})"
+        )
+    return handle
+
+
+def _read_rows(
+    path: Path, key: str, handle: IO[bytes], count: int, shape: tuple[int, ...], dtype: torch.dtype
+) -> torch.Tensor:
+    """The next `count` rows of a column, read (never mapped) into a new CPU tensor."""
+    raw = torch.empty(count * _row_bytes(shape, dtype), dtype=torch.uint8)
+    view, done = memoryview(raw.numpy()), 0
+    while done < len(view):
+        got = handle.readinto(view[done:])
+        if not got:
+            raise DatasetError(f"dataset {path}: {TRANSITIONS}/{key}{SUFFIX} shrank while read")
+        done += got
+    if dtype == torch.bool:  # any nonzero byte is true, as numpy and torch agree
+        return raw.ne(0).reshape(count, *shape)
+    return raw.view(dtype).reshape(count, *shape)

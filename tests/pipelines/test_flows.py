@@ -268,6 +268,20 @@ def test_a_held_dvc_lock_is_retried_until_released(prefect_api_url: str, tmp_pat
     assert any("Unable to acquire lock" in m for m in messages)
 
 
+def test_a_flow_publishes_the_metrics_of_its_own_stages_only(
+    prefect_api_url: str, tmp_path: Path
+):
+    project = make_project(tmp_path)
+    # Left by an older experiment's report: not this run's, so never published under its name.
+    (project / "metrics").mkdir(exist_ok=True)
+    (project / "metrics" / "summary.json").write_text(json.dumps({"eval_return_mean": -1.0}))
+    result = flows.experiment_flow(str(project), stages=["train"])
+    assert result["metrics"] == {"metrics/train.json": {"train_loss": 0.2}}
+    rows = artifact("tiny-metrics").data
+    rows = json.loads(rows) if isinstance(rows, str) else rows
+    assert {row["file"] for row in rows} == {"metrics/train.json"}
+
+
 def test_a_variant_becomes_a_dvc_experiment_with_its_overrides(
     prefect_api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):

@@ -24,8 +24,8 @@ TINY = {
 STEPS = [128 * i for i in range(1, 7)]  # 8 envs x 16 steps per iteration
 
 
-def tsv(layout, name):
-    path = layout.live_metrics / "plots" / "metrics" / f"{name}.tsv"
+def tsv(layout, name, directory=None):
+    path = (directory or layout.live_metrics) / "plots" / "metrics" / f"{name}.tsv"
     with path.open(newline="") as handle:
         return [(int(r["step"]), float(r[name.split("/")[-1]])) for r in csv.DictReader(
             handle, delimiter="\t")]  # fmt: skip
@@ -69,12 +69,34 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
         patch.setattr(Trainer, "_train_iteration", crash_in_iteration_6)
         with pytest.raises(KeyboardInterrupt):
             train(parse_params(TINY), layout)
-    assert [s for s, _ in tsv(layout, "loss/policy")] == STEPS[:5]  # 5 logged, 4 saved
+    assert not layout.live_metrics.exists()  # published only with the other outputs
+    assert [s for s, _ in tsv(layout, "loss/policy", layout.live_partial)] == STEPS[:5]
     train(parse_params(TINY), layout)
-    assert [s for s, _ in tsv(layout, "loss/policy")] == STEPS
+    assert [s for s, _ in tsv(layout, "loss/policy")] == STEPS  # 5 logged, 4 saved, 1 dropped
+    assert not layout.live_partial.exists()
     assert [s for s, _ in tsv(layout, "eval/episode_return")] == [256, 512, 768]
     board = scalars(layout.tensorboard("tiny"))
     assert sorted(s for s, _ in board["loss/policy"]) == STEPS
+
+
+def files_of(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+def test_a_failed_run_leaves_the_published_dvclive_files_as_they_were(tmp_path, monkeypatch):
+    layout = Layout(tmp_path)
+    train(parse_params(TINY), layout)
+    before = files_of(layout.live_metrics)
+    assert len(before) > 5
+
+    def fail(self):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(Trainer, "_train_iteration", fail)
+    other = {**TINY, "algorithm": {"ppo": {"num_epochs": 1, "num_minibatches": 2, "lr": 1e-4}}}
+    with pytest.raises(RuntimeError, match="simulated"):
+        train(parse_params(other), layout)  # another configuration: a new run, not a resume
+    assert files_of(layout.live_metrics) == before
 
 
 def test_off_switches_and_the_experiment_name_of_dvc_exp_run(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 import json
+import shutil
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ from tensordict import TensorDict
 
 from rlcore.datasets import DatasetError, check_dataset_fits, load_dataset, save_dataset
 from rlcore.replay import NEXT_OBS, ReplayBuffer
-from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
+from rlcore.rollout import ACTION, OBS, REWARD, SUCCESS, TERMINATED, TRUNCATED
 
 
 def buffer_of(ids, capacity):
@@ -74,7 +75,9 @@ def test_data_that_contradicts_its_meta_is_refused_naming_the_key(tmp_path):
     meta = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps(meta | {"obs_dim": 3}))  # the stored obs are [2]
     with pytest.raises(
-        DatasetError, match=r"obs is stored as torch.float32 \[2\] but meta.json says .* \[3\]"
+        DatasetError,
+        match=r"transitions/obs\.memmap holds 16 bytes, meta\.json implies 24 "
+        r"\(2 rows of float32 \[3\]\)",
     ):
         load_dataset(tmp_path / "data", "cpu", torch.Generator())
     meta_path.write_text(json.dumps(meta | {"action_dtype": "banana"}))
@@ -102,3 +105,76 @@ def test_importing_the_datasets_module_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def success_buffer():
+    """Discrete actions and a success column: every dtype the buffer stores."""
+    buffer = ReplayBuffer(3, 2, (), torch.int64, "cpu", torch.Generator(), with_success=True)
+    ids = torch.tensor([1.0, 2.0, 3.0])
+    buffer.add(
+        TensorDict(
+            {
+                OBS: ids[:, None].expand(-1, 2).clone(),
+                ACTION: torch.tensor([4, -5, 2**40]),
+                REWARD: ids * 0.5,
+                NEXT_OBS: ids[:, None].expand(-1, 2) + 1,
+                TERMINATED: torch.tensor([False, True, False]),
+                TRUNCATED: torch.tensor([False, False, True]),
+                SUCCESS: torch.tensor([True, False, True]),
+            },
+            batch_size=[3],
+        )
+    )
+    return buffer
+
+
+def test_every_column_and_dtype_round_trips_exactly(tmp_path):
+    buffer = success_buffer()
+    save_dataset(tmp_path / "data", buffer, source={})
+    loaded = load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    assert set(loaded.storage.keys()) == set(buffer.storage.keys())
+    for key, column in buffer.storage.items():
+        assert loaded.storage[key].dtype == column.dtype and torch.equal(
+            loaded.storage[key], column
+        )
+    assert loaded.storage[ACTION].tolist() == [4, -5, 2**40]
+
+
+def test_a_dataset_stays_readable_by_tensordict_without_pickle(tmp_path):
+    # Format 1 unchanged: older rlcore (TensorDict.load_memmap) reads what this one writes.
+    buffer = success_buffer()
+    save_dataset(tmp_path / "data", buffer, source={})
+    rows = TensorDict.load_memmap(tmp_path / "data" / "transitions", allow_pickle=False)
+    assert torch.equal(rows[ACTION], buffer.storage[ACTION])
+    assert torch.equal(rows[SUCCESS], buffer.storage[SUCCESS])
+
+
+def test_a_dataset_written_by_tensordict_memmap_still_loads(tmp_path):
+    # How rlcore wrote datasets before it wrote raw files itself: same format, same result.
+    buffer = success_buffer()
+    save_dataset(tmp_path / "data", buffer, source={})
+    shutil.rmtree(tmp_path / "data" / "transitions")
+    buffer.storage.cpu().memmap(tmp_path / "data" / "transitions")
+    loaded = load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    assert torch.equal(loaded.storage[ACTION], buffer.storage[ACTION])
+    assert torch.equal(loaded.storage[SUCCESS], buffer.storage[SUCCESS])
+
+
+def test_a_large_dataset_is_read_in_chunks_in_order(tmp_path, monkeypatch):
+    import rlcore.datasets
+
+    monkeypatch.setattr(rlcore.datasets, "_READ_CHUNK_BYTES", 40)  # rows of 26 bytes: one a chunk
+    save_dataset(tmp_path / "data", buffer_of(list(range(7)), 7), source={})
+    loaded = load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    assert loaded.storage[REWARD].tolist() == list(range(7))
+    assert loaded.storage[TERMINATED].tolist() == [i > 5 for i in range(7)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_dataset_loads_onto_cuda(tmp_path):
+    buffer = success_buffer()
+    save_dataset(tmp_path / "data", buffer, source={})
+    loaded = load_dataset(tmp_path / "data", "cuda", torch.Generator("cuda"))
+    assert loaded.storage[OBS].is_cuda
+    for key, column in buffer.storage.items():
+        assert torch.equal(loaded.storage[key].cpu(), column)

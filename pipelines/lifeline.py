@@ -1,0 +1,176 @@
+"""A stage process lives only as long as what started it, and one writer holds a run.
+
+DVC runs a stage's command through a shell and nothing stops that command when `dvc repro`
+is killed: an orphaned trainer would go on writing outputs DVC no longer tracks, and the
+next `dvc repro` would start a second one on the same seed. So a stage run by DVC (or a
+search worker, or the `dvc` a flow starts) ends when its parent does, and a trainer holds
+a lock on its run directory that a second one reports instead of sharing.
+
+Linux only for the kernel's part (`PR_SET_PDEATHSIG`); elsewhere a watcher thread notices
+the parent's death within a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# A parent that is one of these ran the stage's command line for DVC; its own parent is
+# the process whose death matters (a shell orphaned by `dvc`'s death would not exit).
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
+POLL_S = 0.5
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (from a user, or because the parent died): stop like Ctrl-C does, so
+    the stage's cleanup runs and its previous outputs stay as they were."""
+
+    def __init__(self, reason: str = "stopped by SIGTERM") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class OrphanedError(RuntimeError):
+    """The process that started this one was already gone when it started."""
+
+
+class RunLockedError(RuntimeError):
+    """Another process holds the run directory (the message names its pid)."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def kill_with_parent() -> None:
+    """Ask the kernel to SIGTERM this process when its parent thread exits (Linux).
+
+    Usable as `preexec_fn` of a child that is not ours (`dvc`): the request survives exec.
+    """
+    if sys.platform.startswith("linux"):
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stopping_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM raises `Terminated` in the main thread, so `finally`
+    blocks run; the previous handler is back afterwards (no-op outside the main thread)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """End this process (SIGTERM, so cleanup runs) when the process that started it dies,
+    even by SIGKILL; `parent_pid` (default: the current parent) is the one expected.
+
+    Raises `OrphanedError` if that parent is already gone. Through a shell, the shell's own
+    parent is watched too: the shell outlives a killed `dvc` and would not tell us.
+    """
+    expected = os.getppid() if parent_pid is None else parent_pid
+    kill_with_parent()
+    if os.getppid() != expected:
+        raise OrphanedError("the process that started this one has stopped; exiting")
+    watched = [expected]
+    if _command_name(expected) in _SHELLS:
+        grandparent = _parent_of(expected)
+        if grandparent not in (None, 0, 1):
+            watched.append(grandparent)
+    births = {pid: _start_time(pid) for pid in watched}
+    me = os.getpid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(POLL_S)
+            gone = os.getppid() != expected or any(
+                _start_time(pid) != born for pid, born in births.items()
+            )
+            if gone:
+                os.kill(me, signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """`/proc/PID/stat` after the command name, or None (no such process, or no /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _command_name(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = _proc_stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def _start_time(pid: int) -> str | None:
+    """When `pid` started (so a reused pid reads as a different process); None if gone."""
+    fields = _proc_stat(pid)
+    if fields is not None:
+        return fields[19] if fields[0] != "Z" else None  # a zombie has died already
+    try:  # no /proc (macOS): alive or not is all we can tell
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return "alive"
+
+
+@contextlib.contextmanager
+def run_lock(path: Path, what: str) -> Iterator[None]:
+    """Hold `path` (created if missing, never deleted) as this run's lock while the block
+    runs; `RunLockedError` naming the holder's pid if another process holds it.
+
+    An advisory `flock`: the kernel releases it when the holder dies, however it dies, so
+    a killed run never leaves a stale lock.
+    """
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise RunLockedError(
+                f"{what} is already running (pid {holder}, holding {path}): wait for it to "
+                "finish or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)

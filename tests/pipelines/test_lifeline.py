@@ -1,0 +1,139 @@
+"""A stage never outlives what started it, and one trainer holds a seed: real processes,
+real signals (Linux: the kernel's parent-death signal and /proc)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.lifeline import RunLockedError, _start_time, run_lock
+
+REPO = Path(__file__).resolve().parents[2]
+# Long enough never to finish while a test watches it.
+LONG = {
+    "name": "long",
+    "seeds": [0],
+    "env": {"name": "cartpole", "num_envs": 4},
+    "policy": {"hidden_sizes": [8]},
+    "algorithm": {"ppo": {"num_epochs": 1, "num_minibatches": 1}},
+    "trainer": {"total_env_steps": 10_000_000, "num_steps": 8, "eval_every_iters": 10_000,
+                "checkpoint_every_iters": 50},
+    "runtime": {"tensorboard": False},
+}  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the parent-death signal and /proc are Linux's"
+)
+
+
+def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(LONG))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DVC_STAGE": "train@0"}
+    return tmp_path, env
+
+
+def alive(pid: int) -> bool:
+    return _start_time(pid) is not None  # a zombie counts as dead
+
+
+def wait_for(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def trainer_pid(root: Path) -> int:
+    """The running trainer's pid, from the lock it holds once it has started."""
+    lock = root / "outputs" / "seeds" / "0" / "train.lock"
+    wait_for(lambda: lock.is_file() and lock.read_text().strip().isdigit())
+    return int(lock.read_text())
+
+
+def test_the_run_lock_names_its_holder_and_dies_with_it(tmp_path):
+    path = tmp_path / "run" / "train.lock"
+    with (
+        run_lock(path, "train of seed 0"),
+        pytest.raises(
+            RunLockedError, match=rf"train of seed 0 is already running \(pid {os.getpid()}"
+        ),
+        run_lock(path, "train of seed 0"),
+    ):
+        pass
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from pipelines.lifeline import run_lock\n"
+         f"with run_lock(Path({str(path)!r}), 'x'):\n print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(RunLockedError, match=f"pid {holder.pid}"), run_lock(path, "x"):
+        pass
+    holder.kill()  # however it dies, the kernel releases the lock
+    holder.wait()
+    with run_lock(path, "x"):
+        assert path.read_text().strip() == str(os.getpid())
+
+
+def test_a_second_trainer_on_the_same_seed_exits_with_one_line(tmp_path):
+    root, env = project(tmp_path)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "train"], cwd=root, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        pid = trainer_pid(root)
+        second = subprocess.run(
+            [sys.executable, "-m", "pipelines", "train"], cwd=root, env=env,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines() == [
+            f"error: train: train of seed 0 is already running (pid {pid}, holding "
+            f"outputs/seeds/0/train.lock): wait for it to finish or stop it"
+        ]
+        # SIGTERM stops a stage like Ctrl-C: its own line, exit 143, nothing half-written.
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 143
+        assert err.strip().splitlines()[-1] == (
+            "error: train: stopped by SIGTERM; earlier outputs were left intact"
+        )
+        assert not list((root / "outputs" / "seeds" / "0").rglob(".*.tmp*"))
+    finally:
+        first.kill()
+        first.wait()
+
+
+# A stand-in for `dvc repro`: starts the stage as DVC does (directly, or through a shell that
+# stays in between), then waits; the test kills it with SIGKILL, as a user's `kill -9` would.
+PARENT = """
+import subprocess, sys, time
+command = [sys.executable, "-m", "pipelines", "train"]
+if sys.argv[1] == "shell":  # `; true`: the shell cannot exec the stage, it stays its parent
+    command = ["/bin/sh", "-c", " ".join(command) + "; true"]
+subprocess.Popen(command)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["direct", "shell"])
+def test_a_stage_run_by_dvc_stops_when_dvc_is_killed(tmp_path, how):
+    root, env = project(tmp_path)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, how], cwd=root, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        pid = trainer_pid(root)
+        parent.kill()
+        parent.wait()
+        wait_for(lambda: not alive(pid), timeout_s=10)
+    finally:
+        parent.kill()
+        parent.wait()

@@ -1,0 +1,279 @@
+"""Datasets are shared data, never code (issue 43): hostile or damaged datasets are refused
+with one line, reading never writes, and saving replaces nothing but a dataset."""
+
+import errno
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import rlcore.datasets
+from rlcore.datasets import (
+    DatasetError,
+    check_replaceable,
+    load_dataset,
+    remove_interrupted_saves,
+    save_dataset,
+)
+from rlcore.replay import NEXT_OBS, ReplayBuffer
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def buffer_of(rows: int, obs_dim: int = 12) -> ReplayBuffer:
+    buffer = ReplayBuffer(rows, obs_dim, (1,), torch.float32, "cpu", torch.Generator())
+    obs = torch.arange(rows * obs_dim, dtype=torch.float32).reshape(rows, obs_dim)
+    buffer.add(
+        TensorDict(
+            {
+                OBS: obs,
+                ACTION: obs[:, :1] * 2,
+                REWARD: obs[:, 0] * 3,
+                NEXT_OBS: obs + 1,
+                TERMINATED: torch.arange(rows) % 7 == 0,
+                TRUNCATED: torch.arange(rows) % 5 == 0,
+            },
+            batch_size=[rows],
+        )
+    )
+    return buffer
+
+
+@pytest.fixture
+def data(tmp_path):
+    """2,048 transitions of 12 floats: obs.memmap holds 98,304 bytes."""
+    save_dataset(tmp_path / "data", buffer_of(2048), source={})
+    return tmp_path / "data"
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file's bytes, size and mtime under `folder`."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+class Touch:
+    """Unpickling this creates `marker`: what a hostile payload would do, harmlessly."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def plant_pickled_leaf(transitions: Path, marker: Path) -> None:
+    """A non-tensor leaf whose `other.pickle` tensordict unpickles when it loads the folder."""
+    leaf = transitions / "payload"
+    leaf.mkdir()
+    kind = "<class 'tensordict.tensorclass.NonTensorData'>"
+    (leaf / "meta.json").write_text(json.dumps({"_type": kind, "_is_non_tensor": True}))
+    (leaf / "other.pickle").write_bytes(pickle.dumps(Touch(marker)))
+    td_meta = json.loads((transitions / "meta.json").read_text())
+    (transitions / "meta.json").write_text(json.dumps(td_meta | {"payload": {"type": "x"}}))
+
+
+def test_a_pickled_leaf_in_transitions_is_refused_and_never_runs(data, tmp_path):
+    plant_pickled_leaf(data / "transitions", tmp_path / "pwned")
+    # The payload is live: tensordict, asked to trust pickles, runs it (on a copy).
+    shutil.copytree(data, tmp_path / "copy")
+    with pytest.raises(TypeError):  # raised after the payload ran: it returns no dict
+        TensorDict.load_memmap(tmp_path / "copy" / "transitions", allow_pickle=True)
+    assert (tmp_path / "pwned").exists()
+    (tmp_path / "pwned").unlink()
+
+    with pytest.raises(DatasetError, match=r"transitions/payload is not part of a dataset"):
+        load_dataset(data, "cpu", torch.Generator())
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["other.pickle", "obs.pickle", ".hidden", "success.memmap"])
+def test_any_file_that_is_not_ours_is_refused_by_name(data, tmp_path, name):
+    (data / "transitions" / name).write_bytes(pickle.dumps(Touch(tmp_path / "pwned")))
+    with pytest.raises(DatasetError, match=rf"transitions/{name} is not part of a dataset"):
+        load_dataset(data, "cpu", torch.Generator())
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_truncated_file_is_refused_and_left_as_it_was(data):
+    obs = data / "transitions" / "obs.memmap"
+    os.truncate(obs, 98_304 // 4)
+    before = snapshot(data)
+    with pytest.raises(DatasetError) as err:
+        load_dataset(data, "cpu", torch.Generator())
+    assert str(err.value) == (
+        f"dataset {data}: transitions/obs.memmap holds 24,576 bytes, meta.json implies 98,304 "
+        "(2,048 rows of float32 [12])"
+    )
+    assert snapshot(data) == before and obs.stat().st_size == 24_576
+
+
+def test_an_oversized_or_missing_file_is_refused(data):
+    with (data / "transitions" / "reward.memmap").open("ab") as handle:
+        handle.write(b"\0" * 4)
+    with pytest.raises(DatasetError, match=r"reward\.memmap holds 8,196 bytes, .* 8,192"):
+        load_dataset(data, "cpu", torch.Generator())
+    (data / "transitions" / "reward.memmap").unlink()
+    with pytest.raises(DatasetError, match=r"transitions/reward\.memmap is missing"):
+        load_dataset(data, "cpu", torch.Generator())
+
+
+def test_a_special_file_is_refused_without_blocking(data):
+    obs = data / "transitions" / "obs.memmap"
+    obs.unlink()
+    os.mkfifo(obs)  # reading a FIFO with no writer would wait forever
+    with pytest.raises(DatasetError, match=r"obs\.memmap cannot be read \(not a regular file\)"):
+        load_dataset(data, "cpu", torch.Generator())
+
+
+def test_a_read_only_dataset_loads_and_nothing_changes(data):
+    before = snapshot(data)
+    folders = [data, data / "transitions"]
+    for path in [*(data / "transitions").iterdir(), data / "meta.json"]:
+        path.chmod(0o444)
+    for folder in folders:
+        folder.chmod(0o555)
+    try:
+        loaded = load_dataset(data, "cpu", torch.Generator())
+    finally:
+        for folder in folders:
+            folder.chmod(0o755)
+    assert torch.equal(loaded.storage[OBS], buffer_of(2048).storage[OBS])
+    assert snapshot(data) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"transitions": 10**15}, r"obs\.memmap holds 98,304 bytes, meta\.json implies"),
+        ({"obs_dim": 10**15}, r"obs\.memmap holds 98,304 bytes, meta\.json implies"),
+        ({"obs_dim": -1}, r"obs_dim and action_shape must be positive"),
+        (
+            {"action_dtype": "qint8"},
+            r"action_dtype 'qint8' is no torch dtype a dataset holds \(one of bfloat16, bool",
+        ),
+        ({"transitions": 0}, r"meta\.json says it holds no transitions"),
+    ],
+)
+def test_meta_json_claims_are_checked_before_any_allocation(data, change, message):
+    meta = json.loads((data / "meta.json").read_text())
+    (data / "meta.json").write_text(json.dumps(meta | change))
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(data, "cpu", torch.Generator())
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000 + "]" * 100_000, '{"pad": "' + "x" * (1 << 20) + '"}', "\xff"]
+)
+def test_a_hostile_meta_json_is_one_line(data, text):
+    (data / "meta.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"meta\.json is missing or damaged") as err:
+        load_dataset(data, "cpu", torch.Generator())
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_saving_replaces_nothing_that_is_not_a_dataset(tmp_path, data):
+    source = tmp_path / "rlcore"
+    source.mkdir()
+    (source / "module.py").write_text("code = 1\n")
+    (tmp_path / "file.txt").write_text("notes\n")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(data)
+    other = tmp_path / "other-version"
+    shutil.copytree(data, other)
+    (other / "meta.json").write_text(json.dumps({"format_version": 99}))
+    cases = {
+        source: r"is a directory that is not a dataset \(it holds module\.py\)",
+        tmp_path / "file.txt": r"is a regular file, not a dataset directory",
+        tmp_path / "fifo": r"is a special file, not a dataset directory",
+        tmp_path / "link": r"is a symlink, not a dataset directory",
+        other: r"is not a dataset this rlcore wrote \(.*format version 99",
+    }
+    before = snapshot(tmp_path)
+    for path, message in cases.items():
+        with pytest.raises(DatasetError, match=message):
+            save_dataset(path, buffer_of(4), source={})
+    assert snapshot(tmp_path) == before
+    assert {p.name for p in tmp_path.iterdir()} == {"rlcore", "file.txt", "fifo", "link"} | {
+        "other-version",
+        "data",
+    }
+    check_replaceable(data)  # ours: replaced as before
+    save_dataset(data, buffer_of(4), source={})
+    assert len(load_dataset(data, "cpu", torch.Generator())) == 4
+
+
+def test_a_failed_write_leaves_the_previous_dataset_and_no_temporary(data, monkeypatch):
+    def full(path, payload):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rlcore.datasets, "_write_file", full)
+    before = snapshot(data)
+    with pytest.raises(DatasetError) as err:
+        save_dataset(data, buffer_of(4), source={})
+    assert str(err.value) == (
+        f"disk full while writing dataset {data}: previous dataset intact (No space left on device)"
+    )
+    assert snapshot(data) == before
+    assert [p.name for p in data.parent.iterdir()] == ["data"]
+
+
+def test_a_file_size_limit_is_a_disk_full_line_not_a_signal(data):
+    # RLIMIT_FSIZE stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ ignored,
+    # as Python does), as they fail with ENOSPC on a full filesystem.
+    code = (
+        "import resource, signal, sys, torch\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))\n"
+        "from rlcore.datasets import DatasetError, save_dataset\n"
+        "from rlcore.replay import ReplayBuffer\n"
+        "buffer = ReplayBuffer(4096, 12, (1,), torch.float32, 'cpu', torch.Generator())\n"
+        "buffer.add(buffer.storage.clone())  # 4,096 rows: obs.memmap alone is 196,608 bytes\n"
+        "try:\n"
+        "    save_dataset(sys.argv[1], buffer, source={})\n"
+        "except DatasetError as exc:\n"
+        "    sys.exit(str(exc))\n"
+    )
+    before = snapshot(data)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(data)], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"disk full while writing dataset {data}: previous dataset intact (File too large)"
+    )
+    assert snapshot(data) == before
+    assert [p.name for p in data.parent.iterdir()] == ["data"]
+
+
+def test_an_interrupted_save_is_cleaned_up_by_the_next_run(tmp_path, data):
+    stale = tmp_path / ".data.k3j2.tmp"
+    (stale / "transitions").mkdir(parents=True)
+    (stale / "transitions" / "obs.memmap").write_bytes(b"\0" * 8)
+    foreign = tmp_path / ".data.mine.tmp"  # named like ours, but holds someone's file
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep\n")
+    shutil.copytree(data, tmp_path / ".data.old")
+    assert sorted(remove_interrupted_saves(data)) == [
+        tmp_path / ".data.k3j2.tmp",
+        tmp_path / ".data.old",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".data.mine.tmp", "data"]
+
+
+def test_a_save_interrupted_between_its_renames_gets_its_dataset_back(tmp_path, data):
+    before = snapshot(data)
+    data.rename(tmp_path / ".data.old")  # the previous dataset, moved aside; then killed
+    assert remove_interrupted_saves(data) == []
+    assert snapshot(data) == before and not (tmp_path / ".data.old").exists()
