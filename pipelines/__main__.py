@@ -112,6 +112,16 @@ def _guarded(
     except expected as exc:
         print(f"error: {name}: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        from rlcore.errors import DISK_FULL  # torch-free
+
+        if exc.errno not in DISK_FULL:
+            raise
+        from pipelines.files import shown_output
+
+        where = f" while writing {shown_output(exc.filename)}" if exc.filename else ""
+        print(f"error: {name}: disk full{where} ({exc.strerror}); {interrupted}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         if os.environ.get("RANK", "0") == "0":  # once, not from every torchrun rank
             why = exc.reason if isinstance(exc, Terminated) else "interrupted"

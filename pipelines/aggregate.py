@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.bounded import BoundedInputError, load_json
 from pipelines.layout import Layout
 
 Reader = Callable[[str], "str | None"]
@@ -102,9 +103,11 @@ def parse_metrics(text: str, where: str, required: Sequence[str] = ()) -> dict[s
     """A metrics file: a flat JSON object of numbers with the `required` keys finite
     (ValueError naming the file and the key)."""
     try:
-        data = json.loads(text)
+        data = load_json(text)  # a revision's or a DVC remote's file: bounded
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: malformed JSON ({exc})") from None
+    except BoundedInputError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a flat JSON object of numbers")
     for key, value in data.items():
@@ -145,9 +148,11 @@ def parse_provenance(text: str, where: str) -> dict[str, Any]:
     """Where a run was trained (`rlcore.runtime.provenance`): a JSON object naming the CPU
     and its kernels (ValueError otherwise)."""
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: malformed JSON ({exc})") from None
+    except BoundedInputError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if not isinstance(data, dict) or not all(
         isinstance(data.get(key), str) for key in ("cpu", "cpu_kernels")
     ):

@@ -22,14 +22,13 @@ from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.progress import Progress
 from rlcore.datasets import (
-    DISK_FULL,
     DatasetError,
     check_replaceable,
     remove_interrupted_saves,
     save_dataset,
 )
 from rlcore.envs import make_env
-from rlcore.errors import ConfigError
+from rlcore.errors import DISK_FULL, ConfigError
 from rlcore.policies import Actor, UniformRandomPolicy
 from rlcore.recording import record_transitions
 from rlcore.runtime import configure_cpu

@@ -13,6 +13,7 @@ import csv
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,20 @@ def _temporary(path: Path) -> Path:
     return Path(tmp)
 
 
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[^./]+\.tmp(\.[^./]*)?")
+
+
+def shown_output(path: str | Path) -> str:
+    """`path` as a user should read it: the output a temporary of ours stands for, relative
+    to the working directory (the project root) where it lies inside it."""
+    path = Path(path)
+    if match := _TEMPORARY.fullmatch(path.name):
+        path = path.with_name(match["name"])
+    with contextlib.suppress(ValueError):
+        path = path.absolute().relative_to(Path.cwd())
+    return str(path)
+
+
 def _publish(tmp: Path, path: Path) -> None:
     # mkstemp creates 0600 files; outputs are for everyone who may read the project.
     os.chmod(tmp, 0o666 & ~_UMASK)
@@ -49,10 +64,23 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
     tmp = _temporary(path)
     try:
-        yield tmp
+        with naming(path):
+            yield tmp
         _publish(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An OSError of a write to `path` (or its temporary) names `path`, so a full disk
+    says which output it stopped."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def check_writable(path: Path, directory: bool = False) -> None:
@@ -124,7 +152,8 @@ class StagedOutputs:
         return self._temporaries[target]
 
     def write_text(self, target: Path, text: str) -> None:
-        self.path(target).write_text(text)
+        with naming(target):
+            self.path(target).write_text(text)
 
     def write_json(self, target: Path, data: dict[str, Any]) -> None:
         self.write_text(target, _json_text(data))
@@ -132,7 +161,8 @@ class StagedOutputs:
     def write_csv(
         self, target: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]
     ) -> None:
-        _dump_csv(self.path(target), columns, rows)
+        with naming(target):
+            _dump_csv(self.path(target), columns, rows)
 
     def __enter__(self) -> StagedOutputs:
         return self

@@ -8,6 +8,12 @@ Algorithm keys the file leaves out take EmbodiChain's defaults, as they did ther
 other value is this project's default. The result is validated by
 `pipelines.params.parse_params` and written whole (every section, as DVC's stages track them).
 
+A config is often a colleague's, so it is data and nothing else: only values that map to
+our keys reach the output, each type-checked (a string or boolean is never a number); keys
+that are not imported are listed by name, never with their values; the gym config is read
+only from within the config's own directory tree; the text written is read back and
+validated before it replaces `-o`, which must be a new or a regular file.
+
 Exit codes: 0 written; 2 a bad input, one `error: <file>: <key>: <what to do>` line each.
 """
 
@@ -17,6 +23,7 @@ import argparse
 import json
 import math
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from pipelines.bounded import BoundedInputError, load_json, load_yaml, read_text
 from pipelines.files import write_text
 from pipelines.params import ParamsError, parse_params
 from rlcore.config import ACTIVATION_NAMES, ENV_NAMES, EnvConfig, TrainerConfig
@@ -95,6 +103,42 @@ def _show(value: Any) -> str:
     return "{...}" if isinstance(value, dict) else "[...]"
 
 
+def _printable(text: str) -> str:
+    """`text` on one line: newlines and other control characters escaped (a key `a\\nb`
+    would otherwise end a header comment and write YAML of the file's choosing)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def _typed(where: str, value: Any, like: Any) -> Any:
+    """`value` if it has the JSON type of `like` (an integer may stand for a float)."""
+    if isinstance(like, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(like, int):
+        ok, kind = type(value) is int, "an integer"
+    elif isinstance(like, float):
+        ok, kind = type(value) in (int, float), "a number"
+    else:
+        ok, kind = isinstance(value, str), "a string"
+    if not ok:
+        raise ConfigImportError([f"{where}: must be {kind}, got {_show(value)}"])
+    return value
+
+
+def _json_file(path: Path) -> Any:
+    """The JSON value of `path`, read within `pipelines.bounded`'s limits."""
+    try:
+        return load_json(read_text(path))
+    except OSError as exc:
+        raise ConfigImportError(
+            [f"cannot be read ({exc.strerror or exc}); check the path"]
+        ) from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ConfigImportError([f"{where}: malformed JSON ({exc.msg})"]) from None
+    except BoundedInputError as exc:
+        raise ConfigImportError([str(exc)]) from None
+
+
 def _leftovers(node: dict[str, Any], used: set[str], prefix: str = "") -> list[str]:
     """The paths under `node` that no mapping read (an empty mapping or list sets nothing)."""
     paths = []
@@ -157,7 +201,9 @@ class _Importer:
         self.imported.append(f"{ours}: {_show(value)} <- {origin}" + (f" ({how})" if how else ""))
 
     def drop(self, path: str, why: str) -> None:
-        self.dropped.append(f"{path} = {_show(self.get(path))}: {why}")
+        """List `path` as not imported, by name: its value stays out of the output."""
+        self.used.add(path)
+        self.dropped.append(f"{path}: {why}")
 
     def run(self, env_override: str | None) -> None:
         for name in ("trainer", "env", "policy", "algorithm"):
@@ -180,26 +226,28 @@ class _Importer:
     def _identity(self) -> None:
         name = self.get("trainer.exp_name")
         if name is not None:
-            clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-") or "experiment"
+            _typed("trainer.exp_name", name, "")
+            clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "experiment"
             how = "" if clean == name else "sanitised to letters, digits and _.-"
             self.put("name", clean, "trainer.exp_name", how)
         seed = self.get("trainer.seed")
         if seed is not None:
-            self.put("seeds", [seed], "trainer.seed", "one training run per seed")
+            self.put("seeds", [_typed("trainer.seed", seed, 0)], "trainer.seed", "one run per seed")
         device = self.get("trainer.device")
         if device is not None:
+            device = _typed("trainer.device", device, "")
             self.put("env.device", device, "trainer.device", "envs and networks share it")
 
     def _env(self, override: str | None) -> int:
         """Set env.name and env.num_envs; return the number of envs."""
         gym_ref = self.get("trainer.gym_config")
-        gym = self._gym_config(str(gym_ref)) if gym_ref is not None else None
+        gym = None if gym_ref is None else self._gym_config(gym_ref)
         env_id, key = self.get("env.id"), "env.id"
         if env_id is None and gym is not None and "id" in gym:
             env_id, key = gym["id"], "trainer.gym_config"
         if override is not None:
             if env_id is not None:
-                self.dropped.append(f"{key} = {_show(env_id)}: replaced by --env")
+                self.dropped.append(f"{key}: replaced by --env")
             env_id, key = override, "--env"
         if env_id is None:
             raise ConfigImportError([
@@ -221,38 +269,43 @@ class _Importer:
         given = [(p, v) for p, v in given if v is not None]
         if "num_envs" in gym_env:
             given.append((f"{gym_ref}: env.num_envs", gym_env["num_envs"]))
-        for origin, value in given[1:]:
-            self.dropped.append(f"{origin} = {_show(value)}: overridden by {given[0][0]}")
+        for origin, _ in given[1:]:
+            self.dropped.append(f"{origin}: overridden by {given[0][0]}")
         num_envs = EnvConfig().num_envs
         if given:
             origin, num_envs = given[0]
             if type(num_envs) is not int or num_envs < 1:
                 raise ConfigImportError([f"{origin}: must be an integer >= 1, got {num_envs!r}"])
             self.put("env.num_envs", num_envs, origin)
-        if gym is not None:
-            for path in _leftovers(gym, {"id", "env.num_envs"} if gym_env else {"id"}):
-                node: Any = gym
-                for key in path.split("."):
-                    node = node[key]
-                why = WHY.get(path.rpartition(".")[2], _SCENE)
-                self.dropped.append(f"{gym_ref}: {path} = {_show(node)}: {why}")
+        unread = _leftovers(gym, {"id", "env.num_envs"} if gym_env else {"id"}) if gym else []
+        if unread:  # a colleague's file: nothing of it but what maps reaches the output
+            self.dropped.append(f"{gym_ref}: its {len(unread)} other keys, not read: {_SCENE}")
         return num_envs
 
-    def _gym_config(self, ref: str) -> dict[str, Any] | None:
-        """EmbodiChain's gym_config (its paths are relative to EmbodiChain's checkout)."""
-        roots = [Path.cwd(), *self.source.resolve().parents]
-        path = next((root / ref for root in roots if (root / ref).is_file()), None)
-        if path is None:
-            self.drop("trainer.gym_config", "not found here or above the file; no env read")
+    def _gym_config(self, ref: Any) -> dict[str, Any] | None:
+        """EmbodiChain's gym_config, only from within the config's own directory tree (its
+        path is relative to EmbodiChain's checkout, which holds the config)."""
+        if "\0" in _typed("trainer.gym_config", ref, ""):
+            raise ConfigImportError([f"trainer.gym_config: {ref!r} is not a path"])
+        tree = self.source.resolve().parent
+        given = Path(ref)
+        escapes = given.is_absolute() or ".." in given.parts
+        roots = [tree] if escapes else [tree, *tree.parents]
+        path = next((root / given for root in roots if (root / given).is_file()), tree / given)
+        if not path.resolve().is_relative_to(tree):
+            raise ConfigImportError([
+                f"trainer.gym_config: {ref!r} is outside {tree}, the config's directory "
+                "(symlinks resolved); copy the gym config beside the config, or pass --env"
+            ])  # fmt: skip
+        if not path.is_file():
+            self.drop("trainer.gym_config", "not found beside the file or below it; no env read")
             return None
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigImportError(
-                [f"trainer.gym_config: {path}: cannot be read ({exc})"]
-            ) from None
+            data = _json_file(path)
+        except ConfigImportError as exc:
+            raise ConfigImportError([f"trainer.gym_config: {ref}: {exc.lines[0]}"]) from None
         if not isinstance(data, dict):
-            raise ConfigImportError([f"trainer.gym_config: {path}: must hold a JSON object"])
+            raise ConfigImportError([f"trainer.gym_config: {ref}: must hold a JSON object"])
         return data
 
     def _trainer(self, num_envs: int) -> int:
@@ -327,7 +380,10 @@ class _Importer:
                 self.get(f"policy.actor.{key}")
             sizes, activation = actor
             if sizes is not None:
-                self.put("policy.hidden_sizes", sizes, "policy.actor.network_cfg.hidden_sizes")
+                where = "policy.actor.network_cfg.hidden_sizes"
+                if not isinstance(sizes, list):
+                    raise ConfigImportError([f"{where}: must be a list of integers"])
+                self.put("policy.hidden_sizes", [_typed(where, n, 0) for n in sizes], where)
             where = "policy.actor.network_cfg.activation"
             if isinstance(activation, str) and activation.lower() in ACTIVATION_NAMES:
                 self.put("policy.activation", activation.lower(), where)
@@ -354,7 +410,8 @@ class _Importer:
         def theirs(key: str) -> tuple[Any, str, str]:
             """The value, where it came from, and a note if it is EmbodiChain's default."""
             if key in cfg:
-                return self.get(f"algorithm.cfg.{key}"), f"algorithm.cfg.{key}", ""
+                where = f"algorithm.cfg.{key}"
+                return _typed(where, self.get(where), defaults[key]), where, ""
             return defaults[key], f"EmbodiChain's {key}", "absent: EmbodiChain's default"
 
         for key, ours in RENAMES[algo].items():
@@ -367,8 +424,7 @@ class _Importer:
         if algo == "ppo":
             value, origin, note = theirs("vf_coef")
             how = "x 2: EmbodiChain's value loss is the MSE, ours 0.5 x MSE"
-            doubled = value * 2 if isinstance(value, int | float) else value
-            self.put("algorithm.ppo.vf_coef", doubled, origin, how + (f"; {note}" if note else ""))
+            self.put("algorithm.ppo.vf_coef", value * 2, origin, f"{how}; {note}" if note else how)
         else:
             if "gae_lambda" in cfg:
                 self.drop("algorithm.cfg.gae_lambda", "GRPO has no critic, hence no GAE")
@@ -377,7 +433,7 @@ class _Importer:
                 self.put("algorithm.grpo.episode_mode", "first_done", origin, note)
             else:
                 self.dropped.append(
-                    f"{origin} = {_show(value)}: counting every episode of a rollout has no "
+                    f"{origin} = false: counting every episode of a rollout has no "
                     "equivalent; episode_mode keeps restart_groups"
                 )
         self.put(f"algorithm.{algo}.adam_eps", 1e-8, "EmbodiChain's Adam", "torch's default eps")
@@ -400,15 +456,7 @@ def import_config(path: Path, env: str | None = None) -> Imported:
     Args:
         env: an EmbodiChain env id or one of our env names, in place of the file's.
     """
-    try:
-        config = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigImportError(
-            [f"cannot be read ({exc.strerror or exc}); check the path"]
-        ) from None
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise ConfigImportError([f"{where}: malformed JSON ({exc.msg})"]) from None
+    config = _json_file(path)
     if not isinstance(config, dict):
         raise ConfigImportError(["<top level>: must be a JSON object"])
     importer = _Importer(config, path)
@@ -421,13 +469,14 @@ def import_config(path: Path, env: str | None = None) -> Imported:
     data["trainer"].pop("seed", None)  # the seeds are the top-level `seeds`
     section = params.algorithm.section
     data["algorithm"] = {"name": params.algorithm.name, section: data["algorithm"][section]}
-    return Imported(data, importer.imported, importer.dropped)
+    listed = [_printable(line) for line in importer.imported]
+    return Imported(data, listed, [_printable(line) for line in importer.dropped])
 
 
 def render(imported: Imported, source: Path) -> str:
     """The params.yaml text: a header (source, imported, not imported), then every section."""
     lines = [
-        f"# Imported from {source} (an EmbodiChain training config) by",
+        f"# Imported from {_printable(str(source))} (an EmbodiChain training config) by",
         "# `python -m pipelines import-config`; every value not listed below is what",
         "# `preset: auto` gives this env and algorithm. Validated by pipelines/params.py.",
         "#",
@@ -452,6 +501,45 @@ _Dumper.add_representer(
 )
 
 
+_NOT_REGULAR = [
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+]
+
+
+def _output_problem(path: Path, force: bool) -> str | None:
+    """Why `-o` cannot be written: only a new file or, with --force, a regular file is
+    replaced; a device, FIFO, directory or symlink never is (replacing is a rename)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link; name the file itself (a link is never followed)"
+    kind = next((name for test, name in _NOT_REGULAR if test(mode)), None)
+    if kind is not None:
+        return f"is {kind}, not a regular file; name a params.yaml to write"
+    return None if force else "already exists; pass --force to overwrite it"
+
+
+def _check_reads_back(text: str, imported: Imported) -> None:
+    """The text to write loads as params.yaml does, to exactly what was validated."""
+    try:
+        data = load_yaml(text)
+        parse_params(data)
+    except (BoundedInputError, yaml.YAMLError, ParamsError):
+        data = None
+    if data != imported.data:
+        raise ConfigImportError(
+            ["the params.yaml it gives would not read back as validated; nothing was written"]
+        )
+
+
 def import_config_main(argv: list[str]) -> int:
     """`import-config`: write params.yaml from an EmbodiChain JSON; 0 written, 2 bad input."""
     parser = argparse.ArgumentParser(
@@ -465,19 +553,20 @@ def import_config_main(argv: list[str]) -> int:
         "--env", help="an EmbodiChain env id (PushCubeRL) or ours, when the file's is unreadable"
     )
     args = parser.parse_args(argv)
-    if args.output.exists() and not args.force:
-        print(
-            f"error: {args.output}: already exists; pass --force to overwrite it", file=sys.stderr
-        )
+    problem = _output_problem(args.output, args.force)
+    if problem is not None:
+        print(f"error: {_printable(str(args.output))}: {problem}", file=sys.stderr)
         return 2
     try:
         imported = import_config(args.config, args.env)
+        text = render(imported, args.config)
+        _check_reads_back(text, imported)
     except ConfigImportError as exc:
         for line in exc.lines:
-            print(f"error: {args.config}: {line}", file=sys.stderr)
+            print(f"error: {_printable(str(args.config))}: {_printable(line)}", file=sys.stderr)
         return 2
     try:
-        write_text(args.output, render(imported, args.config))
+        write_text(args.output, text)
     except OSError as exc:
         print(f"error: {args.output}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipelines.bounded import BoundedInputError, load_yaml, read_text
 from rlcore.algos.registry import (
     UnknownAlgorithmError,
     algorithm_names,
@@ -781,9 +782,11 @@ def load_params(path: str | Path = DEFAULT_PATH, *, for_search: bool = True) -> 
     `parse_params`)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_text(path)
     except OSError as exc:
         raise ParamsError(path, [f"cannot be read ({exc.strerror or exc})"]) from None
+    except BoundedInputError as exc:
+        raise ParamsError(path, [str(exc)]) from None
     if not text.strip() or all(
         not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
     ):
@@ -791,7 +794,9 @@ def load_params(path: str | Path = DEFAULT_PATH, *, for_search: bool = True) -> 
             path, ["is empty: it must hold the experiment (start from the project's params.yaml)"]
         )
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # no aliases, bounded depth: a shared file cannot exhaust memory
+    except BoundedInputError as exc:
+        raise ParamsError(path, [str(exc)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

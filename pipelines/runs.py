@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from pipelines.aggregate import Reader, SeedRun, load_seeds, workspace_reader
+from pipelines.bounded import BoundedInputError, load_yaml
 from pipelines.layout import Layout
 
 WORKSPACE = "workspace"
@@ -159,8 +160,8 @@ def select_sources(root: Path, requested: list[str]) -> list[RunSource]:
 def _video_in_cache(root: Path, lock_text: str | None) -> Path | None:
     """The video's file in the local DVC cache, from the revision's dvc.lock."""
     try:
-        stages = (yaml.safe_load(lock_text or "") or {}).get("stages", {})
-    except (yaml.YAMLError, AttributeError):
+        stages = (load_yaml(lock_text or "") or {}).get("stages", {})
+    except (yaml.YAMLError, BoundedInputError, AttributeError):
         return None
     video = RELATIVE.video.as_posix()
     for stage in stages.values() if isinstance(stages, dict) else []:
@@ -183,9 +184,12 @@ def load_run(source: RunSource, read: Reader, video: Path | None) -> Run:
         return run
     digest.update(text.encode())
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # a revision's params.yaml: no aliases, bounded
     except yaml.YAMLError as exc:
         run.problems.append(f"{PARAMS_FILE}: malformed YAML ({exc.__class__.__name__})")
+        return run
+    except BoundedInputError as exc:
+        run.problems.append(f"{PARAMS_FILE}: {exc}")
         return run
     if not isinstance(data, dict):
         run.problems.append(f"{PARAMS_FILE}: not a mapping")

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
-import imageio.v2 as imageio
+import imageio_ffmpeg
 import numpy as np
 import torch
 
-from pipelines.files import StagedOutputs, require
+from pipelines.files import OutputError, StagedOutputs, require, shown_output
 from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.progress import Progress
@@ -21,6 +26,92 @@ from rlcore.trained import build_policy, load_trained_policy
 
 BORDER = 2
 BORDER_GRAY = 40
+
+
+# H.264 at constant quality 15 (imageio's quality 7 of 10, what this stage always wrote).
+H264 = ["-an", "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-crf", "15", "-f", "mp4"]
+
+
+class VideoError(OutputError):
+    """ffmpeg could not encode or write the video (the message is its last words)."""
+
+
+class Encoder:
+    """ffmpeg (imageio-ffmpeg's binary) fed raw RGB frames on stdin, writing an MP4.
+
+    Its log is kept apart and its exit status checked: a full disk or a failed encoder is
+    one `VideoError` naming ffmpeg's last line, never a truncated video taken for a whole one.
+    """
+
+    def __init__(self, path: Path, fps: int) -> None:
+        self.path, self.fps = path, fps
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or kill)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def write(self, frame: np.ndarray) -> None:
+        if self.process is None:
+            height, width = frame.shape[:2]
+            command = [
+                imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-v", "error", "-f", "rawvideo",
+                "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", str(self.fps), "-i", "-",
+                *H264, str(self.path),
+            ]  # fmt: skip
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log
+            )
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(np.ascontiguousarray(frame).tobytes())
+        except BrokenPipeError:  # ffmpeg has stopped: its log says why
+            self.process.wait()
+            raise self._failure() from None
+
+    def close(self) -> None:
+        """Wait for ffmpeg to finish the file; `VideoError` unless it did."""
+        if self.process is not None:
+            assert self.process.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+            if self.process.wait() != 0:
+                raise self._failure()
+        self.log.close()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+    def _failure(self) -> VideoError:
+        assert self.process is not None
+        self.log.seek(0)
+        said = [line.strip() for line in self.log.read().decode(errors="replace").splitlines()]
+        said = [line for line in said if line]
+        code = self.process.returncode
+        if said:
+            last = said[-1]
+        elif code < 0:
+            last = f"ffmpeg was stopped by {signal.Signals(-code).name}"
+        else:
+            last = f"ffmpeg's exit status {code}"
+        full = code == -signal.SIGXFSZ or any(
+            m in " ".join(said) for m in ("No space left", "File too large", "Disk quota")
+        )
+        why = "disk full" if full else "ffmpeg failed"
+        shown = shown_output(self.path)
+        return VideoError(f"{why} while writing {shown} ({last}); the previous video is intact")
+
+
+@contextlib.contextmanager
+def encoding(path: Path, fps: int) -> Iterator[Encoder]:
+    """An `Encoder` whose ffmpeg is finished when the block ends, or killed if it fails."""
+    encoder = Encoder(path, fps)
+    try:
+        yield encoder
+    except BaseException:
+        encoder.kill()
+        raise
+    encoder.close()
 
 
 def tile(frames: torch.Tensor, columns: int) -> np.ndarray:
@@ -68,17 +159,9 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     start, frames = time.perf_counter(), 0
     progress = Progress("video", max_steps + 1, "frames")  # at most; all ended stops sooner
     with outputs, contextlib.closing(progress):
-        writer = imageio.get_writer(
-            outputs.path(layout.video),
-            format="FFMPEG",
-            fps=vp.fps,
-            codec="libx264",
-            quality=7,
-            macro_block_size=1,
-        )
-        with writer:
+        with encoding(outputs.path(layout.video), vp.fps) as writer:
             for _ in range(max_steps):
-                writer.append_data(tile(shown, vp.columns))
+                writer.write(tile(shown, vp.columns))
                 frames += 1
                 env.step(policy.act_deterministic(obs), slot)
                 obs = slot.next_obs
@@ -91,7 +174,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
                 live = running.nonzero().squeeze(1)
                 shown[live] = env.render(live, size=vp.frame_size)
                 progress.update(frames)
-            writer.append_data(tile(shown, vp.columns))
+            writer.write(tile(shown, vp.columns))
             frames += 1
         wall_s = time.perf_counter() - start
         metrics = {"frames": frames, "episodes": vp.episodes, "wall_s": wall_s}

@@ -8,7 +8,7 @@ import os
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -39,14 +39,43 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+            writer = _KeepWriteError(handle)
+            try:
+                torch.save(state, writer)
+            except RuntimeError:  # torch reports a failed write as "unexpected pos ..."
+                if writer.error is None:
+                    raise
+                error = writer.error  # the OSError itself: ENOSPC names the cause
+                raise OSError(error.errno, error.strerror, str(path)) from None
+            try:
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
         os.chmod(tmp_name, 0o666 & ~_UMASK)
         os.replace(tmp_name, path)
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
+
+
+class _KeepWriteError:
+    """The file `torch.save` writes to, keeping the OSError of a failed write (a full disk)
+    that torch itself only reports as a position mismatch."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle: BinaryIO = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import IO, Any
 import torch
 from tensordict import TensorDict
 
-from rlcore.errors import ConfigError
+from rlcore.errors import DISK_FULL, ConfigError
 from rlcore.replay import ReplayBuffer
 
 FORMAT_VERSION = 1
@@ -48,7 +48,6 @@ MAX_META_BYTES = 1 << 20
 # Action dtypes a dataset may hold: plain numbers, each read back by viewing its raw bytes.
 _INTEGERS = ("bool", "uint8", "int8", "int16", "int32", "int64")
 DTYPES = frozenset((*_INTEGERS, "float16", "bfloat16", "float32", "float64"))
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _READ_CHUNK_BYTES = 64 << 20  # rows are read and copied to the device this many at a time
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+
+# A write that failed for want of room: no space, a quota, a file size limit (RLIMIT_FSIZE).
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
 
 class NonFiniteError(RuntimeError):
     """Training produced a NaN or infinity; raised before any parameter is corrupted."""

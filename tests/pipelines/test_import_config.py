@@ -1,11 +1,21 @@
 import json
+import os
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pipelines.__main__ import main
-from pipelines.import_config import every_iters, import_config_main
+from pipelines.import_config import (
+    ConfigImportError,
+    _check_reads_back,
+    every_iters,
+    import_config,
+    import_config_main,
+    render,
+)
 from pipelines.params import load_params
 
 DATA = Path(__file__).parent / "data"
@@ -65,14 +75,17 @@ def test_the_tutorial_ppo_config_imports_with_its_hyperparameters(tmp_path, caps
     text, printed = out.read_text(), capsys.readouterr().out
     assert text.startswith(f"# Imported from {PPO} (an EmbodiChain training config)")
     for line in (
-        "trainer.use_wandb = true: Weights & Biases logging",
-        'trainer.wandb_project_name = "embodichain-push_cube": Weights & Biases',
-        "trainer.headless = true:",
-        "trainer.events = {...}:",
-        "configs/agents/rl/push_cube/gym_config.json: env.extensions = {...}:",
-        "configs/agents/rl/push_cube/gym_config.json: env.num_envs = 128: overridden",
+        "trainer.use_wandb: Weights & Biases logging",
+        "trainer.wandb_project_name: Weights & Biases",
+        "trainer.headless:",
+        "trainer.events:",
+        "configs/agents/rl/push_cube/gym_config.json: env.num_envs: overridden",
+        "configs/agents/rl/push_cube/gym_config.json: its 6 other keys, not read",
     ):
         assert f"\n#   {line}" in text and f"\n  {line}" in printed
+    # Values that map to none of our keys are listed by name only, the gym config's not at all.
+    for value in ("embodichain-push_cube", "record_camera_data_async", "UR10", "extensions"):
+        assert value not in text and value not in printed
     # Every key of the file is accounted for, as imported or not imported.
     for path in _leaf_paths(json.loads(PPO.read_text())):
         parts = path.split(".")
@@ -95,11 +108,11 @@ def test_the_tutorial_grpo_example_maps_its_own_keys(tmp_path, capsys):
     assert grpo.reset_every_rollout and grpo.episode_mode == "first_done"
     assert grpo.num_minibatches == 8  # 64 x 1024 / 8192
     printed = capsys.readouterr().out
-    assert "env.cfg.num_envs = 4: overridden by trainer.num_envs" in printed
-    assert 'env.cfg.extensions = {"success_threshold": 0.1}: task parameters' in printed
-    assert "algorithm.cfg.kl_target = 0.0: no equivalent here" in printed
-    assert "algorithm.cfg.gae_lambda = 0.95: GRPO has no critic" in printed
-    assert "policy.actor.network_cfg.use_layernorm = true: no equivalent here" in printed
+    assert "env.cfg.num_envs: overridden by trainer.num_envs" in printed
+    assert "env.cfg.extensions: task parameters" in printed
+    assert "algorithm.cfg.kl_target: no equivalent here" in printed
+    assert "algorithm.cfg.gae_lambda: GRPO has no critic" in printed
+    assert "policy.actor.network_cfg.use_layernorm: no equivalent here" in printed
 
 
 def test_absent_algorithm_keys_take_embodichains_defaults(tmp_path, capsys):
@@ -123,7 +136,7 @@ def test_evaluation_off_there_is_only_the_final_one_here(tmp_path, capsys):
     config["trainer"]["enable_eval"] = False
     params = load_params(_import(tmp_path, _write(tmp_path, config), "--env", "PushCubeRL"))
     assert params.trainer.eval_every_iters == 0
-    assert "trainer.eval_freq = 100: evaluation is off" in capsys.readouterr().out
+    assert "trainer.eval_freq: evaluation is off" in capsys.readouterr().out
 
 
 def test_the_env_can_be_named_when_gym_config_is_out_of_reach(tmp_path, capsys):
@@ -135,7 +148,7 @@ def test_the_env_can_be_named_when_gym_config_is_out_of_reach(tmp_path, capsys):
     )
     params = load_params(_import(tmp_path, source, "--env", "PushCubeRL"))
     assert params.env.name == "push_cube" and params.env.num_envs == 64
-    assert "trainer.gym_config = " in capsys.readouterr().out  # listed: not found
+    assert "trainer.gym_config: not found" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -209,3 +222,186 @@ def test_names_are_sanitised_and_the_cli_runs_it(tmp_path, capsys):
     assert main(["import-config", str(_write(tmp_path, config)), "-o", str(out)]) == 0
     assert load_params(out).name == "push-cube-grpo-v2"
     assert 'name: "push-cube-grpo-v2" <- trainer.exp_name (sanitised' in capsys.readouterr().out
+
+
+def _refused(capsys, argv: list[str], out: Path) -> str:
+    """Run a hostile import: exit 2, one `error:` line, no traceback; return the line."""
+    before = sorted(p.name for p in out.parent.iterdir()) if out.parent.is_dir() else None
+    assert import_config_main([*argv, "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    after = sorted(p.name for p in out.parent.iterdir()) if out.parent.is_dir() else None
+    assert after == before  # nothing written, no temporary left
+    return lines[0]
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('{"trainer": {"events": ' + _nested(5000) + "}}", "nested deeper than 64 levels"),
+        (" " * (1 << 20) + "{}", "larger than 1 MiB"),
+        ('{"trainer": {"seed": 1' + "0" * 5000 + "}}", "a value cannot be read (Exceeds"),
+        ('{"trainer": {"exp_name": "\xff"}}'.encode("latin-1"), "byte 26: not UTF-8 text"),
+    ],
+    ids=["deep", "huge", "digits", "not-utf8"],
+)
+def test_unbounded_json_is_one_line(tmp_path, capsys, text, line):
+    source = tmp_path / "in" / "train_config.json"
+    source.parent.mkdir()
+    source.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert _refused(capsys, [str(source)], tmp_path / "params.yaml").startswith(
+        f"error: {source}: {line}"
+    )
+
+
+def test_a_deep_gym_config_is_one_line(tmp_path, capsys):
+    config = json.loads(PPO.read_text())
+    config["trainer"]["gym_config"] = "gym.json"
+    (tmp_path / "gym.json").write_text('{"id": "PushCubeRL", "x": ' + _nested(5000) + "}")
+    line = _refused(capsys, [str(_write(tmp_path, config))], tmp_path / "out" / "params.yaml")
+    assert line.endswith(
+        "trainer.gym_config: gym.json: nested deeper than 64 levels: not a config file"
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "line"),
+    [
+        (("algorithm", "cfg", "vf_coef"), "0.5", 'must be a number, got "0.5"'),
+        (("algorithm", "cfg", "vf_coef"), True, "must be a number, got true"),
+        (("algorithm", "cfg", "learning_rate"), "1e-4", 'must be a number, got "1e-4"'),
+        (("algorithm", "cfg", "n_epochs"), 10.0, "must be an integer, got 10.0"),
+        (("algorithm", "cfg", "batch_size"), True, "must be an integer >= 1, got True"),
+        (("trainer", "seed"), "42", 'must be an integer, got "42"'),
+        (("trainer", "device"), 0, "must be a string, got 0"),
+        (("trainer", "exp_name"), ["a"], 'must be a string, got ["a"]'),
+        (("trainer", "gym_config"), 7, "must be a string, got 7"),
+        (
+            ("policy", "actor", "network_cfg", "hidden_sizes"),
+            [256, "256"],
+            'must be an integer, got "256"',
+        ),
+        (
+            ("policy", "actor", "network_cfg", "hidden_sizes"),
+            [True],
+            "must be an integer, got true",
+        ),
+    ],
+)
+def test_strings_and_booleans_are_never_numbers(tmp_path, capsys, where, value, line):
+    config = json.loads(PPO.read_text())
+    node = config
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    shutil.copytree(DATA / "configs", tmp_path / "configs")  # the gym config it names
+    source = _write(tmp_path, config)
+    error = _refused(capsys, [str(source)], tmp_path / "out" / "params.yaml")
+    assert error == f"error: {source}: {'.'.join(where)}: {line}"
+
+
+@pytest.mark.parametrize("key", ["truncate_at_first_done", "reset_every_rollout"])
+def test_grpo_switches_must_be_booleans(tmp_path, capsys, key):
+    config = json.loads(GRPO.read_text())
+    config["algorithm"]["cfg"][key] = "false"  # a non-empty string would read as true
+    error = _refused(capsys, [str(_write(tmp_path, config))], tmp_path / "out" / "params.yaml")
+    assert error.endswith(f'algorithm.cfg.{key}: must be true or false, got "false"')
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink", "ancestor"])
+def test_the_gym_config_is_read_only_from_the_configs_tree(tmp_path, capsys, kind):
+    outside = tmp_path / "secrets" / "gym.json"
+    outside.parent.mkdir()
+    outside.write_text('{"id": "PushCubeRL", "token": "SECRET-TOKEN"}')
+    tree = tmp_path / "project" / "configs"
+    tree.mkdir(parents=True)
+    ref = {
+        "absolute": str(outside),
+        "dotdot": "../../secrets/gym.json",
+        "symlink": "gym.json",  # a link inside the tree to the file outside it
+        "ancestor": "secrets/gym.json",  # found relative to a parent of the config's directory
+    }[kind]
+    if kind == "symlink":
+        (tree / "gym.json").symlink_to(outside)
+    config = json.loads(PPO.read_text())
+    config["trainer"]["gym_config"] = ref
+    source = tree / "train_config.json"
+    source.write_text(json.dumps(config))
+    error = _refused(capsys, [str(source)], tmp_path / "project" / "params.yaml")
+    assert error == (
+        f"error: {source}: trainer.gym_config: {ref!r} is outside {tree}, the config's "
+        "directory (symlinks resolved); copy the gym config beside the config, or pass --env"
+    )
+    assert "SECRET" not in error
+
+
+def test_keys_and_values_that_are_not_imported_never_reach_the_file(tmp_path, capsys):
+    config = json.loads(GRPO.read_text())
+    config["trainer"] |= {
+        "api_token": "SECRET-TOKEN",  # a value of no key of ours: never copied
+        "x\nseeds: [666]\nname: pwned": 1,  # a key that would end its header comment
+        "y\u2028z\r": {"k": 2},  # line breaks to YAML too
+    }
+    out = _import(tmp_path, _write(tmp_path, config))
+    text, printed = out.read_text(), capsys.readouterr().out
+    params = load_params(out)
+    assert params.seeds == [42] and params.name == "push_cube_grpo"
+    assert "SECRET-TOKEN" not in text and "SECRET-TOKEN" not in printed
+    assert "\n#   trainer.api_token: no equivalent here" in text
+    assert "\n#   trainer.x\\nseeds: [666]\\nname: pwned: no equivalent here" in text
+    assert "\n#   trainer.y\\u2028z\\r: no equivalent here" in text
+    assert all(line.startswith("#") for line in text.split("\n\n")[0].splitlines())
+
+
+def test_text_that_does_not_read_back_is_never_written(tmp_path):
+    imported = import_config(GRPO)
+    text = render(imported, GRPO)
+    _check_reads_back(text, imported)
+    with pytest.raises(ConfigImportError, match="would not read back as validated"):
+        _check_reads_back(text.replace("\n    group_size: 4\n", "\n    group_size: 8\n"), imported)
+    with pytest.raises(ConfigImportError, match="would not read back as validated"):
+        _check_reads_back(text + "unknown: 1\n", imported)
+
+
+def _special_outputs(tmp_path: Path) -> dict[str, Path]:
+    fifo, folder, target = tmp_path / "fifo", tmp_path / "folder", tmp_path / "mine.yaml"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    target.write_text("name: mine\n")
+    links = {"link-dev-null": "/dev/null", "link-fifo": fifo, "link-file": target}
+    links |= {"link-dangling": tmp_path / "nowhere.yaml", "link-folder": folder}
+    for name, to in links.items():
+        (tmp_path / name).symlink_to(to)
+    return {"dev-null": Path("/dev/null"), "fifo": fifo, "folder": folder} | {
+        name: tmp_path / name for name in links
+    }
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_the_output_is_only_ever_a_regular_file(tmp_path, capsys, force):
+    outputs = _special_outputs(tmp_path)
+    kinds = {
+        "dev-null": "a character device",
+        "fifo": "a FIFO",
+        "folder": "a directory",
+    }
+    before = {name: (os.lstat(p).st_mode, os.lstat(p).st_ino) for name, p in outputs.items()}
+    for name, out in outputs.items():
+        argv = [str(PPO), *(["--force"] if force else [])]
+        line = _refused(capsys, argv, out)
+        why = (
+            f"is {kinds[name]}, not a regular file; name a params.yaml to write"
+            if name in kinds
+            else "is a symbolic link; name the file itself (a link is never followed)"
+        )
+        assert line == f"error: {out}: {why}"
+    after = {name: (os.lstat(p).st_mode, os.lstat(p).st_ino) for name, p in outputs.items()}
+    assert after == before
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert (tmp_path / "mine.yaml").read_text() == "name: mine\n"
