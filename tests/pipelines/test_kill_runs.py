@@ -1,0 +1,76 @@
+"""Killing `dvc repro` or a search leaves nothing running, and the next run picks up where
+it stopped: a real DVC project, real signals, each sent while a trainer is mid-run.
+(`benchmarks/kill_runs.py` sends them at random points, 20 times each.)"""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks.kill_runs import (
+    COMMANDS,
+    STATUS,
+    _complete_trials,
+    make_project,
+    scratch_env,
+    stage_processes,
+    wait_for_orphans,
+)
+
+# One seed, a third of the benchmark's run: enough to be killed mid-run and resumed.
+SMALL = {"seeds": [0], "trainer": {"total_env_steps": 16 * 8 * 32}, "search": {"n_trials": 4}}
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def wait_until(condition, timeout_s=120.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def project(tmp_path):
+    env = scratch_env()
+    make_project(tmp_path, env, SMALL)
+    return tmp_path, env
+
+
+def start(root, env, target):
+    return subprocess.Popen(COMMANDS[target], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resumes(project, sig):
+    root, env = project
+    dvc = start(root, env, "repro")
+    resume = root / "outputs" / "seeds" / "0" / "checkpoints" / "resume.pt"
+    wait_until(resume.exists)  # a trainer is running and has saved progress
+    assert any("pipelines train" in c for c in stage_processes(root).values())
+    dvc.send_signal(sig)
+    dvc.wait(timeout=60)
+    assert wait_for_orphans(root) == {}  # every stage process ended with dvc
+    final = subprocess.run(COMMANDS["repro"], cwd=root, env=env, capture_output=True, text=True)
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert "[train] resuming from" in final.stdout
+    assert "already running" not in final.stdout + final.stderr
+    status = subprocess.run(STATUS, cwd=root, env=env, capture_output=True, text=True)
+    assert "Data and pipelines are up to date" in status.stdout, status.stdout
+
+
+def test_killing_a_search_stops_its_workers_and_the_next_search_completes(project):
+    root, env = project
+    search = start(root, env, "search")
+    # The search (itself a worker) and its second worker are up, and a trial under way.
+    wait_until(lambda: len(stage_processes(root)) >= 2)
+    wait_until(lambda: (root / "outputs" / "search" / "journal.log").exists())
+    search.send_signal(signal.SIGKILL)
+    search.wait(timeout=60)
+    assert wait_for_orphans(root) == {}
+    final = subprocess.run(COMMANDS["search"], cwd=root, env=env, capture_output=True, text=True)
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert sorted(_complete_trials(root)) == sorted(set(_complete_trials(root)))
+    assert len(_complete_trials(root)) == 4  # n_trials, none run twice
