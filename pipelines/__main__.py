@@ -35,8 +35,9 @@ STAGE_HELP = {
     "train": "Train one seed of params.yaml's experiment. Writes "
     "outputs/seeds/S/checkpoints/{final,best}.pt, metrics/seeds/S/{train.json,curve.csv,"
     "provenance.json} "
-    "(all or none, at the end) and logs every iteration to metrics/seeds/S/live (DVCLive) "
-    "and outputs/tensorboard; resumes from outputs/seeds/S/checkpoints/resume.pt.",
+    "and metrics/seeds/S/live (DVCLive; all or none, at the end), logs every iteration to "
+    "outputs/tensorboard; resumes from outputs/seeds/S/checkpoints/resume.pt. Run by DVC "
+    "(DVC_STAGE train@S), it trains that seed.",
     "evaluate": "Evaluate one seed's trained policy (evaluation.checkpoint: final or best) "
     "on evaluation.episodes episodes with seeds training never used. Writes "
     "metrics/seeds/S/eval.json.",

@@ -1,9 +1,11 @@
 """Every training iteration's metrics, in the tools users already watch: DVCLive and
 TensorBoard. The train stage's metrics sink does this; rlcore knows neither.
 
-DVCLive writes `metrics/seeds/S/live/` (a TSV per metric under `plots/metrics/`, the latest
-values in `metrics.json`), which `dvc.yaml` declares as the train stage's plots and metrics,
-so `dvc plots show`, `dvc exp show` and DVC's live view during `dvc exp run` read them.
+DVCLive writes a TSV per metric under `plots/metrics/` and the latest values in
+`metrics.json`, into the directory it is given: the train stage gives it
+`outputs/seeds/S/live.partial/` and publishes that as `metrics/seeds/S/live/` with its other
+outputs (`dvc.yaml` declares it as the stage's plots and metrics, for `dvc plots show` and
+`dvc exp show`), so a failed run never replaces the last complete run's.
 TensorBoard event files go to `outputs/tensorboard/<experiment>/seed_<S>/` (the DVC
 experiment's name under `dvc exp run`, else `params.yaml`'s `name`): `tensorboard --logdir
 outputs/tensorboard` shows every seed of every experiment. The x axis of both is env steps.
