@@ -14,7 +14,10 @@ RUN := PATH="$(CURDIR)/.venv/bin:$$PATH" DVC_NO_ANALYTICS=1 DO_NOT_TRACK=1
 
 setup: .venv/ready
 
+# params.yaml is checked first, within bounds: DVC itself reads it whole, and a YAML alias
+# bomb in it would exhaust DVC's memory before any stage could refuse it.
 repro: .venv/ready
+	$(RUN) $(PY) -m pipelines params
 	$(RUN) .venv/bin/dvc repro
 	@echo
 	@echo "per seed S: outputs/seeds/S/checkpoints/final.pt  metrics/seeds/S/{train,eval}.json"
