@@ -17,17 +17,50 @@ RUNNING trials are failed.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import optuna
 
+from pipelines.files import OutputError
+
 LOCK_SUFFIX = ".lock"  # Optuna's name for the lock beside the journal, for either lock kind
+_FIRST_LINE_BYTES = 1 << 20  # a journal's first operation (create_study) is a few hundred
+_OPERATION = b'{"op_code":'  # how Optuna begins every line of a journal
+
+
+def check_journal(path: Path) -> None:
+    """Refuse (`OutputError`, one line) to take over a path that is not a journal: Optuna
+    appends to the file and `recover_journal` trims it, so `search.storage` naming any other
+    file (a colleague's typo, `params.yaml`) would damage it. New and empty files are fine."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OutputError(
+            f"search.storage: {path} is not a regular file; name a journal file (nothing was "
+            "changed)"
+        )
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as handle:
+        first = handle.readline(_FIRST_LINE_BYTES)
+    cut_short = not first.endswith(b"\n")  # the first write: Optuna's line begins so
+    if cut_short and (_OPERATION.startswith(first) or first.startswith(_OPERATION)):
+        return
+    try:
+        operation = json.loads(first)
+    except ValueError:
+        operation = None
+    if not isinstance(operation, dict) or "op_code" not in operation:
+        raise OutputError(
+            f"search.storage: {path} exists and is not an Optuna journal; name a new file or "
+            "a study's journal (nothing was changed)"
+        )
 
 
 def journal_storage(path: Path) -> optuna.storages.BaseStorage:
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock, JournalStorage
 
+    check_journal(path)
     path = path.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = JournalFileOpenLock(str(path))
@@ -36,6 +69,7 @@ def journal_storage(path: Path) -> optuna.storages.BaseStorage:
 
 def recover_journal(path: Path) -> list[str]:
     """Remove a stale lock and a torn last write; return one line per repair made."""
+    check_journal(path)
     repairs = []
     lock = Path(f"{path}{LOCK_SUFFIX}")
     if lock.is_symlink() or lock.exists():

@@ -453,6 +453,13 @@ class Params(_Section):
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     search: SearchParams = Field(default_factory=SearchParams)
 
+    @field_validator("name")
+    @classmethod
+    def _a_folder_of_its_own(cls, value: str) -> str:
+        if value in (".", ".."):  # it names outputs/tensorboard/<name>, which a run replaces
+            raise ValueError(f"{value!r} is not a name; use letters, digits, '_', '.' or '-'")
+        return value
+
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, value: list[int]) -> list[int]:

@@ -105,6 +105,7 @@ CASES = [
         "search.space.ppo.lr: unknown parameter path",
     ),
     ("bad-cron", edited("schedule.cron", "every night"), "schedule.cron"),
+    ("dot-dot-name", edited("name", ".."), "name: '..' is not a name"),
 ]
 if not torch.cuda.is_available():
     CASES.append(("cuda-missing", edited("env.device", "cuda"), "env.device 'cuda': CUDA is"))

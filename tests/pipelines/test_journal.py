@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+import pytest
 from optuna.study import StudyDirection
 
 from pipelines.journal import journal_storage, recover_journal
@@ -48,3 +49,27 @@ def test_the_storage_locks_with_a_plain_file_at_an_absolute_path(tmp_path, monke
     assert type(lock).__name__ == "JournalFileOpenLock"
     storage.create_new_study([StudyDirection.MAXIMIZE], "s")  # takes the lock, then releases it
     assert not (tmp_path / "sub" / "journal.log.lock").exists()
+
+
+def test_a_file_that_is_not_a_journal_is_never_trimmed_nor_appended_to(tmp_path):
+    from pipelines.files import OutputError
+
+    cases = {
+        "params.yaml": b"name: x\nseeds: [0]\nno newline at the end",
+        "secret.txt": b"token=abc",
+        "data.json": b'{"a": 1}\n',
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        for open_it in (recover_journal, journal_storage):
+            with pytest.raises(OutputError, match="is not an Optuna journal"):
+                open_it(path)
+        assert path.read_bytes() == content
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(OutputError, match="is not a regular file"):
+        journal_storage(tmp_path / "folder")
+    (tmp_path / "link").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(OutputError, match="is not a regular file"):
+        recover_journal(tmp_path / "link")
+    assert not list(tmp_path.glob("*.lock"))
