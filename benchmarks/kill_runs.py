@@ -101,8 +101,8 @@ def merged(base: dict, changes: dict) -> dict:
     return out
 
 
-def stage_processes(root: Path) -> dict[int, str]:
-    """Live `python -m pipelines ...` processes whose working directory is `root`."""
+def stage_processes(root: Path, module: str = "pipelines") -> dict[int, str]:
+    """Live `python -m <module> ...` processes (the stages, or `dvc`) working in `root`."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -115,7 +115,7 @@ def stage_processes(root: Path) -> dict[int, str]:
         except OSError:
             continue
         command = " ".join(a.decode(errors="replace") for a in args if a)
-        if state != "Z" and "-m pipelines" in command:
+        if state != "Z" and f"-m {module}" in command:
             found[int(entry.name)] = command
     return found
 
@@ -132,9 +132,10 @@ class Tally:
     orphan_commands: list[str] = field(default_factory=list)
 
 
-def wait_for_orphans(root: Path) -> dict[int, str]:
+def wait_for_orphans(root: Path, module: str = "pipelines") -> dict[int, str]:
+    """The processes of `module` still working in `root` after `ORPHAN_GRACE_S` (killed)."""
     deadline = time.monotonic() + ORPHAN_GRACE_S
-    while (left := stage_processes(root)) and time.monotonic() < deadline:
+    while (left := stage_processes(root, module)) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in left:  # counted; cleared so the next run starts clean
         with contextlib.suppress(ProcessLookupError):

@@ -61,6 +61,22 @@ def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resume
     assert "Data and pipelines are up to date" in status.stdout, status.stdout
 
 
+def test_killing_a_flow_mid_training_stops_its_dvc_and_the_stage(project, prefect_api_url):
+    root, env = project
+    flow = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "flow"], cwd=root, start_new_session=True,
+        env={**env, "PREFECT_API_URL": prefect_api_url}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    resume = root / "outputs" / "seeds" / "0" / "checkpoints" / "resume.pt"
+    wait_until(resume.exists, timeout_s=180)  # the flow's `dvc repro train` is training
+    assert any("-m dvc" in c for c in stage_processes(root, "dvc").values())
+    flow.kill()
+    flow.wait(timeout=60)
+    assert wait_for_orphans(root, "dvc") == {}  # no `dvc repro` left, hence no stage either
+    assert wait_for_orphans(root) == {}
+
+
 def test_killing_a_search_stops_its_workers_and_the_next_search_completes(project):
     root, env = project
     search = start(root, env, "search")
