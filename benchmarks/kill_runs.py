@@ -12,7 +12,9 @@ small CartPole experiment of 2 seeds with a resume checkpoint every 4 iterations
 random delay. After each kill it counts:
 
 - orphans: processes of the project's stages (`python -m pipelines ...` running in it)
-  still alive 10 s after the kill (then killed, so the next run starts clean);
+  still alive 3 s after the target exited (then killed, so the next run starts clean): a
+  stage that outlives its parent stops within a second; an orphan trains on (the runs here
+  are short, so a longer wait would let an orphan finish and go uncounted);
 - second trainers: a trainer that found its seed's lock held (`is already running`);
 - resumed: runs that continued an interrupted trainer from its checkpoint.
 
@@ -63,7 +65,7 @@ COMMANDS = {
     "search": [sys.executable, "-m", "pipelines", "search", "--workers", "2"],
 }
 STATUS = [sys.executable, "-m", "dvc", "status", "dvc.yaml"]  # the experiment, not the search
-ORPHAN_GRACE_S = 10.0
+ORPHAN_GRACE_S = 3.0
 
 
 def scratch_env() -> dict[str, str]:
@@ -76,15 +78,17 @@ def scratch_env() -> dict[str, str]:
     }  # fmt: skip
 
 
-def make_project(root: Path, env: dict[str, str], changes: dict | None = None) -> None:
-    """This working tree's code and pipeline with `EXPERIMENT` (and `changes` to it),
-    committed in a new repo."""
+def make_project(
+    root: Path, env: dict[str, str], changes: dict | None = None, source: Path = REPO
+) -> None:
+    """The code and pipeline of `source` (this working tree) with `EXPERIMENT` (and
+    `changes` to it), committed in a new repo."""
     for item in ("pipelines", "rlcore"):
-        shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+        shutil.copytree(source / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(source / "dvc.yaml", root / "dvc.yaml")
     (root / "search").mkdir()
-    shutil.copy(REPO / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
-    defaults = yaml.safe_load((REPO / "params.yaml").read_text())
+    shutil.copy(source / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
+    defaults = yaml.safe_load((source / "params.yaml").read_text())
     experiment = merged(defaults, merged(EXPERIMENT, changes or {}))
     (root / "params.yaml").write_text(yaml.safe_dump(experiment))
     for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"],
@@ -231,18 +235,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", nargs="+", choices=list(COMMANDS), default=list(COMMANDS))
     parser.add_argument("--signals", nargs="+", choices=list(SIGNALS), default=list(SIGNALS))
     parser.add_argument("--seed", type=int, default=0, help="of the random kill delays")
+    parser.add_argument(
+        "--source", type=Path, default=REPO,
+        help="the checkout whose code runs (e.g. a `git worktree` of an older revision)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not sys.platform.startswith("linux"):
         raise SystemExit("kill_runs reads /proc: Linux only")
     rng, env, failed = random.Random(args.seed), scratch_env(), False
-    print(f"# kill_runs: {args.runs} runs per target and signal, delays 0.5-12 s, seed {args.seed}")
+    print(
+        f"# kill_runs: {args.runs} runs per target and signal, delays 0.5-12 s, seed "
+        f"{args.seed}, code of {args.source}"
+    )
     print("| target | signal | runs | killed | orphans | second trainers | resumed | final run |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for target in args.targets:
         for name in args.signals:
             with tempfile.TemporaryDirectory(prefix="kill-runs-") as tmp:
                 root = Path(tmp)
-                make_project(root, env)
+                make_project(root, env, source=args.source)
                 start = time.perf_counter()
                 t = kill_rounds(root, target, SIGNALS[name], args.runs, rng, env)
             ok = t.final_ok and not t.orphans and not t.second_trainers

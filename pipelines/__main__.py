@@ -243,7 +243,8 @@ def run_search(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     def run(params: Params) -> None:
-        from pipelines.search import die_with_parent, run_worker, search
+        from pipelines.lifeline import die_with_parent
+        from pipelines.search import run_worker, search
 
         layout = Layout().for_search_params(args.params, params.search.study_name)
         if args.worker is not None:

@@ -355,6 +355,16 @@ class SearchParams(_Section):
         description="how often a trial is run again whose worker died or was stopped "
         "(Ctrl-C) before it finished",
     )
+    allow_outside_repo: bool = Field(
+        False, description="let a journal `storage` path resolve outside the repository"
+    )
+    db_outage_s: float = Field(
+        300,
+        ge=0,
+        description="database storage only: how long the search and its workers wait for a "
+        "server that stopped answering (retrying with backoff) before they stop in one line; "
+        "the study stays intact and a new search resumes it",
+    )
 
     @field_validator("storage")
     @classmethod

@@ -25,6 +25,11 @@ lost. The journal has no heartbeat, so trials left RUNNING are marked FAILED whe
 starts (not when it joins: `--join`); the journal's stale lock and torn last write, if the
 kill left any, are repaired then too (`pipelines.journal`).
 
+A database that stops answering (a restart, a failover) is waited for, up to
+`search.db_outage_s`, by every process of the search (`pipelines.database`): trials go on
+when it is back. After that long the search stops in one line (its workers quietly, the
+search for them), and a new search resumes the study.
+
 Outputs: `reports/search/` (best_params.yaml, trials.csv, summary.md, plots as PNG),
 `outputs/search/html/` (the same plots as self-contained HTML), `metrics/search.json`; for a
 params file other than the project's, the same beside them under the study's name
@@ -35,8 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import ctypes
-import ctypes.util
 import io
 import json
 import logging
@@ -49,7 +52,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,7 +64,12 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from pipelines.aggregate import machine_line
-from pipelines.database import StorageError, database_storage
+from pipelines.database import (
+    DatabaseUnreachable,
+    StorageError,
+    database_gone,
+    database_storage,
+)
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
@@ -102,10 +110,29 @@ TRIAL_PROGRESS = "search_trial"  # a trial checkpoint's entry: seed, evaluations
 # that a stop costs minutes of training, seldom enough that a large replay buffer costs little.
 TRIAL_CHECKPOINT_EVERY_S = 300.0
 WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
+# In the environment of the worker processes a search starts: the search's pid.
+SEARCH_PID_ENV = "PIPELINES_SEARCH_PID"
 
 
 class SearchError(RuntimeError):
     """The study cannot run as configured (storage, sampler, objective)."""
+
+
+@contextlib.contextmanager
+def _database_outage_in_one_line() -> Iterator[None]:
+    """Turn a database that stayed unreachable for `search.db_outage_s` into the search's
+    one-line error. A worker process that a search started exits quietly with status 1
+    instead: its search says it, once for all its processes."""
+    try:
+        yield
+    except BaseException as exc:
+        # Also under Optuna's UnboundLocalError, from a tell the outage cut short.
+        gone = database_gone(exc) if isinstance(exc, Exception | DatabaseUnreachable) else None
+        if gone is None:
+            raise
+        if os.environ.get(SEARCH_PID_ENV) == str(os.getppid()):
+            raise SystemExit(1) from None
+        raise SearchError(str(gone)) from None
 
 
 # --- study construction ---------------------------------------------------------------
@@ -117,18 +144,35 @@ def journal_path(search: SearchParams, layout: Layout) -> Path | None:
     if search.storage is None:
         return layout.search_journal
     if is_journal_path(search.storage):
-        return layout.root / search.storage
+        path = layout.root / search.storage
+        resolved, root = path.resolve(), layout.root.resolve()
+        if not search.allow_outside_repo and not resolved.is_relative_to(root):
+            raise SearchError(
+                f"search.storage: {search.storage} resolves to {resolved}, outside the "
+                f"repository {root}; set search.allow_outside_repo: true to keep the study "
+                "there (nothing was run)"
+            )
+        return path
     return None
 
 
-def make_storage(search: SearchParams, layout: Layout) -> optuna.storages.BaseStorage:
+def make_storage(
+    search: SearchParams, layout: Layout, wait: bool = False
+) -> optuna.storages.BaseStorage:
+    """The study's storage; `wait`: for a database the search has reached already, wait
+    for a server that does not answer (`search.db_outage_s`) instead of failing."""
     journal = journal_path(search, layout)
     if journal is not None:
         return journal_storage(journal)
     if search.storage is not None:
         try:
             return database_storage(
-                search.storage, search.heartbeat_s, search.grace_s, search.retries
+                search.storage,
+                search.heartbeat_s,
+                search.grace_s,
+                search.retries,
+                search.db_outage_s,
+                wait=wait,
             )
         except StorageError as exc:
             raise SearchError(str(exc)) from None
@@ -188,11 +232,12 @@ def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def open_study(params: Params, layout: Layout, worker: int = 0) -> optuna.Study:
+def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = False) -> optuna.Study:
+    """The study, created on first use; `wait` as for `make_storage`."""
     search = params.search
     return optuna.create_study(
         study_name=search.study_name,
-        storage=make_storage(search, layout),
+        storage=make_storage(search, layout, wait),
         sampler=make_sampler(search, worker),
         pruner=make_pruner(search),
         direction=search.direction,
@@ -334,8 +379,8 @@ def objective(
             # Not the params' fault: the next search queues them again (`requeue_stopped`).
             trial.set_user_attr(INTERRUPTED, True)
             raise  # its checkpoint stays, for the retry
-        except _TrialTakenOver:
-            raise  # another worker runs its retry, which may go on from the checkpoint
+        except (_TrialTakenOver, DatabaseUnreachable):
+            raise  # another worker, or the next search, runs its retry: it may go on from there
         except BaseException:
             _drop_checkpoints(trial, checkpoints)  # pruned or failed: nothing to go on with
             raise
@@ -607,6 +652,7 @@ def enqueue(study: optuna.Study, search: SearchParams) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
+@_database_outage_in_one_line()
 def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     """Run trials in this process until the study has `n_trials` or the timeout passes.
 
@@ -617,7 +663,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     """
     configure_cpu(params.runtime.threads)
     search = params.search
-    study = open_study(params, layout, worker)
+    study = open_study(params, layout, worker, wait=True)  # the search has reached it
     if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
     # A resumed study draws afresh: its seed counts every ended trial, replaced ones too.
@@ -689,22 +735,6 @@ def _others_running(study: optuna.Study) -> bool:
     )
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """In a worker process: exit when the search that started it dies, even by SIGKILL.
-
-    Linux delivers SIGTERM on the parent's death (`PR_SET_PDEATHSIG`); a parent that died
-    before this ran is caught by comparing the parent pid. Elsewhere only the check runs.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent_pid:
-        raise SearchError("the search that started this worker has stopped; exiting")
-
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
 def _check_experiment_builds(params: Params) -> None:
     """Build the base experiment's env and policy once, so a setting no trial could use
     (an unknown env option, an unavailable device, SAC on discrete actions) fails before
@@ -717,6 +747,7 @@ def _check_experiment_builds(params: Params) -> None:
         env.close()
 
 
+@_database_outage_in_one_line()
 def search(
     params: Params,
     layout: Layout | None = None,
@@ -774,6 +805,7 @@ def search(
         subprocess.Popen(
             [*command, "--worker", str(index), "--parent-pid", str(os.getpid())],
             cwd=layout.root,
+            env={**os.environ, SEARCH_PID_ENV: str(os.getpid())},
             start_new_session=True,  # Ctrl-C reaches this process alone: it stops them
         )
         for index in range(1, workers)
@@ -787,7 +819,7 @@ def search(
     finally:
         codes, stopped = _wait_for_workers(extra, stop=interrupted)
     interrupted |= stopped
-    study = open_study(params, layout)
+    study = open_study(params, layout, wait=True)
     summary = write_reports(study, params, layout)
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     write_json(layout.search_metrics, summary)

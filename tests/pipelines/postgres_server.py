@@ -57,27 +57,64 @@ def _as_server_user(root: Path) -> tuple[Path, dict[str, object]]:
     return copy / "bin", {"user": entry.pw_uid, "group": entry.pw_gid}
 
 
+class Server:
+    """A PostgreSQL server in a temporary directory, on a free localhost port.
+
+    `stop()` and `start()` again make an outage: the same data directory and port, so
+    clients reconnect to the same URL once it is back.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="rl-pg-"))  # under /tmp: the server user
+        self.root.chmod(0o755)  # can enter
+        (self.root / "pw").write_text(PASSWORD)
+        self.binaries, self.runner = _as_server_user(self.root)
+        self.data, self.port = self.root / "data", free_port()
+        self.url = f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{self.port}/postgres"
+        try:
+            self._run("initdb", "-D", str(self.data), "-U", USER, f"--pwfile={self.root / 'pw'}",
+                      "--auth=scram-sha-256", "--encoding=UTF8")  # fmt: skip
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(self.binaries / args[0]), *args[1:]], check=check, capture_output=True,
+            text=True, cwd=self.root, **self.runner,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        )
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-o", options,
+                  "-w", "start")  # fmt: skip
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: `immediate` drops every connection at once, as a crash does
+        (the next start recovers); `fast` ends them first, as a restart does."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server() -> Iterator[Server]:
+    """A started `Server`; stopped and deleted afterwards."""
+    server = Server()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
 @contextmanager
 def postgres() -> Iterator[str]:
     """Start a server on a free localhost port; yield its SQLAlchemy URL; stop it."""
-    root = Path(tempfile.mkdtemp(prefix="rl-pg-"))  # under /tmp: the server user can enter
-    root.chmod(0o755)
-    (root / "pw").write_text(PASSWORD)
-    binaries, runner = _as_server_user(root)
-    data, port = root / "data", free_port()
-    run = lambda *args: subprocess.run(  # noqa: E731
-        [str(binaries / args[0]), *args[1:]], check=True, capture_output=True, text=True,
-        cwd=root, **runner,
-    )  # fmt: skip
-    try:
-        run("initdb", "-D", str(data), "-U", USER, f"--pwfile={root / 'pw'}",
-            "--auth=scram-sha-256", "--encoding=UTF8")  # fmt: skip
-        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        run("pg_ctl", "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start")
-        yield f"postgresql+psycopg://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True, cwd=root, **runner,
-        )  # fmt: skip
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_server() as server:
+        yield server.url

@@ -391,6 +391,20 @@ def test_a_journal_path_that_names_no_file_is_one_line(path):
         parse_params(with_search(storage=path))
 
 
+def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
+    from pipelines.search import SearchError, journal_path
+
+    project, outside = tmp_path / "project", tmp_path / "shared" / "tiny.log"
+    data = with_search(storage="../shared/tiny.log")
+    with pytest.raises(SearchError, match=r"outside the repository .*allow_outside_repo"):
+        journal_path(parse_params(data).search, Layout(project))
+    assert not outside.parent.exists()
+    data["search"]["allow_outside_repo"] = True
+    assert (
+        journal_path(parse_params(data).search, Layout(project)) == project / "../shared/tiny.log"
+    )
+
+
 def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
     params = parse_params(with_search(storage="nosuchdb://user@host/db"))
     with pytest.raises(search_module.SearchError, match=r"SQLAlchemy knows no database 'nosu"):
