@@ -1,4 +1,4 @@
-"""Kill `dvc repro` and a search at random points; count what they leave running.
+"""Kill `dvc repro`, a flow and a search at random points; count what they leave running.
 
 Run from the repository root (Linux: reads /proc):
 
@@ -8,18 +8,20 @@ Run from the repository root (Linux: reads /proc):
 A throwaway git + DVC project (this working tree's `pipelines`, `rlcore` and DVC files, a
 small CartPole experiment of 2 seeds with a resume checkpoint every 4 iterations) is started
 `--runs` times per target and signal, and each time the one process a user would kill
-(`dvc repro`, or `python -m pipelines search --workers 2`) gets SIGTERM or SIGKILL after a
-random delay. After each kill it counts:
+(`dvc repro`, `python -m pipelines flow` on a throwaway Prefect server, or `python -m
+pipelines search --workers 2`) gets SIGTERM or SIGKILL after a random delay. After each
+kill it counts:
 
-- orphans: processes of the project's stages (`python -m pipelines ...` running in it)
+- orphans: processes of the project's stages (`python -m pipelines ...` running in it, and
+  for a flow the `dvc` it started)
   still alive 3 s after the target exited (then killed, so the next run starts clean): a
   stage that outlives its parent stops within a second; an orphan trains on (the runs here
   are short, so a longer wait would let an orphan finish and go uncounted);
 - second trainers: a trainer that found its seed's lock held (`is already running`);
 - resumed: runs that continued an interrupted trainer from its checkpoint.
 
-Then it runs the target to the end once more: `dvc repro` must exit 0 and leave `dvc status`
-clean; the search must complete its `n_trials` with none run twice. Targets (issue 43): no
+Then it runs the target to the end once more: `dvc repro` and the flow must exit 0 and leave
+`dvc status` clean; the search must complete its `n_trials` with none run twice. Targets (issue 43): no
 orphan and no second trainer, ever; the final run clean.
 """
 
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +66,10 @@ SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 COMMANDS = {
     "repro": [sys.executable, "-m", "dvc", "repro"],
     "search": [sys.executable, "-m", "pipelines", "search", "--workers", "2"],
+    "flow": [sys.executable, "-m", "pipelines", "flow"],  # its `dvc repro <stage>` tasks
 }
+# Processes counted as left running: the stages, and for a flow the `dvc` it started.
+LEFT_BEHIND = {"repro": ("pipelines",), "search": ("pipelines",), "flow": ("pipelines", "dvc")}
 STATUS = [sys.executable, "-m", "dvc", "status", "dvc.yaml"]  # the experiment, not the search
 ORPHAN_GRACE_S = 3.0
 
@@ -149,7 +155,7 @@ def wait_for_orphans(root: Path, module: str = "pipelines") -> dict[int, str]:
 
 def make_work(root: Path, target: str, env: dict[str, str], flip: list[int]) -> None:
     """Give the target something to do again once a run has finished it all."""
-    if target == "repro":
+    if target in ("repro", "flow"):
         status = subprocess.run(STATUS, cwd=root, env=env,
                                 capture_output=True, text=True)  # fmt: skip
         if "up to date" not in status.stdout:
@@ -201,7 +207,7 @@ def kill_rounds(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        left = wait_for_orphans(root)
+        left = {pid: c for m in LEFT_BEHIND[target] for pid, c in wait_for_orphans(root, m).items()}
         tally.orphans += len(left)
         tally.orphan_commands += list(left.values())
         log.seek(0)
@@ -213,7 +219,7 @@ def kill_rounds(
     output = final.stdout + final.stderr
     tally.second_trainers += output.count("is already running")
     tally.resumed += output.count("[train] resuming from")
-    if target == "repro":
+    if target in ("repro", "flow"):
         status = subprocess.run(STATUS, cwd=root, env=env,
                                 capture_output=True, text=True)  # fmt: skip
         clean = "Data and pipelines are up to date" in status.stdout
@@ -249,22 +255,46 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| target | signal | runs | killed | orphans | second trainers | resumed | final run |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
-    for target in args.targets:
-        for name in args.signals:
-            with tempfile.TemporaryDirectory(prefix="kill-runs-") as tmp:
-                root = Path(tmp)
-                make_project(root, env, source=args.source)
-                start = time.perf_counter()
-                t = kill_rounds(root, target, SIGNALS[name], args.runs, rng, env)
-            ok = t.final_ok and not t.orphans and not t.second_trainers
-            failed |= not ok
-            print(f"| {target} | {name} | {t.runs} | {t.killed} | {t.orphans} | "
-                  f"{t.second_trainers} | {t.resumed} | {t.final_note} "
-                  f"({time.perf_counter() - start:.0f} s) |", flush=True)  # fmt: skip
-            for command in t.orphan_commands:
-                print(f"  orphan: {command}")
+    with contextlib.ExitStack() as stack:
+        if "flow" in args.targets:
+            env["PREFECT_API_URL"] = stack.enter_context(prefect_server())
+        for target in args.targets:
+            failed |= _target_rows(target, args, rng, env)
     print("targets met" if not failed else "TARGETS MISSED")
     return 1 if failed else 0
+
+
+@contextlib.contextmanager
+def prefect_server() -> Iterator[str]:
+    """A throwaway Prefect server (and SQLite file) for the flow runs; yields its URL."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=300):
+        yield str(PREFECT_API_URL.value())
+
+
+def _target_rows(
+    target: str, args: argparse.Namespace, rng: random.Random, env: dict[str, str]
+) -> bool:
+    """Print the target's row per signal; True if a target was missed."""
+    failed = False
+    for name in args.signals:
+        with tempfile.TemporaryDirectory(prefix="kill-runs-") as tmp:
+            root = Path(tmp)
+            make_project(root, env, source=args.source)
+            start = time.perf_counter()
+            t = kill_rounds(root, target, SIGNALS[name], args.runs, rng, env)
+        ok = t.final_ok and not t.orphans and not t.second_trainers
+        failed |= not ok
+        print(f"| {target} | {name} | {t.runs} | {t.killed} | {t.orphans} | "
+              f"{t.second_trainers} | {t.resumed} | {t.final_note} "
+              f"({time.perf_counter() - start:.0f} s) |", flush=True)  # fmt: skip
+        for command in t.orphan_commands:
+            print(f"  orphan: {command}")
+    return failed
 
 
 if __name__ == "__main__":
