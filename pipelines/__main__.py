@@ -22,8 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pipelines.progress  # noqa: F401 (first: its clock times the stage's start-up)
-from pipelines.layout import Layout
+from pipelines import lifeline
+
+lifeline.hold_parent()  # under DVC, before the slow imports: a `dvc` killed meanwhile counts
+
+import pipelines.progress  # noqa: E402, F401 (its clock times the stage's start-up)
+from pipelines.layout import Layout  # noqa: E402
 
 if TYPE_CHECKING:
     from pipelines.params import Params

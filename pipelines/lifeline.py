@@ -31,6 +31,10 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 POLL_S = 0.5
 
 
+# The parent of a stage run by DVC, noted as the process starts (`hold_parent`).
+_parent_at_start: int | None = None
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived (from a user, or because the parent died): stop like Ctrl-C does, so
     the stage's cleanup runs and its previous outputs stay as they were."""
@@ -61,6 +65,16 @@ def kill_with_parent() -> None:
         _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def hold_parent() -> None:
+    """Under DVC (DVC_STAGE is set), first thing as the process starts: note the parent and
+    have the kernel SIGTERM this process when it dies. A `dvc` killed while the stage still
+    imports is then noticed too (`die_with_parent` compares with the parent noted here)."""
+    global _parent_at_start
+    if os.environ.get("DVC_STAGE") and _parent_at_start is None:
+        _parent_at_start = os.getppid()
+        kill_with_parent()
+
+
 @contextlib.contextmanager
 def stopping_on_sigterm() -> Iterator[None]:
     """While the block runs, SIGTERM raises `Terminated` in the main thread, so `finally`
@@ -86,9 +100,13 @@ def die_with_parent(parent_pid: int | None = None) -> None:
     Raises `OrphanedError` if that parent is already gone. Through a shell, the shell's own
     parent is watched too: the shell outlives a killed `dvc` and would not tell us.
     """
-    expected = os.getppid() if parent_pid is None else parent_pid
+    if parent_pid is None:
+        parent_pid = os.getppid() if _parent_at_start is None else _parent_at_start
+    expected = parent_pid
     kill_with_parent()
-    if os.getppid() != expected:
+    # Re-parented (to init, pid 1, unless init is what started it, as `dvc` in a container).
+    adopted = expected == 1 and "dvc" not in (_command_line(1) or "")
+    if os.getppid() != expected or adopted:
         raise OrphanedError("the process that started this one has stopped; exiting")
     watched = [expected]
     if _command_name(expected) in _SHELLS:
@@ -118,6 +136,13 @@ def _proc_stat(pid: int) -> list[str] | None:
     except OSError:
         return None
     return text[text.rfind(")") + 2 :].split()
+
+
+def _command_line(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _command_name(pid: int) -> str | None:

@@ -117,7 +117,10 @@ import subprocess, sys, time
 command = [sys.executable, "-m", "pipelines", "train"]
 if sys.argv[1] == "shell":  # `; true`: the shell cannot exec the stage, it stays its parent
     command = ["/bin/sh", "-c", " ".join(command) + "; true"]
-subprocess.Popen(command)
+child = subprocess.Popen(command)
+if sys.argv[2:] == ["quit"]:  # gone before the stage has even finished importing
+    print(child.pid, flush=True)
+    raise SystemExit(0)
 time.sleep(600)
 """
 
@@ -137,3 +140,14 @@ def test_a_stage_run_by_dvc_stops_when_dvc_is_killed(tmp_path, how):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_stage_whose_dvc_died_while_it_started_never_trains(tmp_path):
+    root, env = project(tmp_path)
+    parent = subprocess.run(
+        [sys.executable, "-c", PARENT, "direct", "quit"], cwd=root, env=env,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    pid = int(parent.stdout)
+    wait_for(lambda: not alive(pid), timeout_s=30)
+    assert not (root / "outputs").exists()  # it stopped before taking its seed's lock
