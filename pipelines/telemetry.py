@@ -18,6 +18,7 @@ drops what the interrupted one logged after its last checkpoint, so each step ap
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import shutil
@@ -123,13 +124,26 @@ def _open_live(directory: Path, resumed_at: int | None) -> Any:
         shutil.rmtree(directory, ignore_errors=True)  # a new run of this seed
     else:
         _drop_rows_after(directory / "plots" / "metrics", resumed_at)
+        _drop_torn_summary(directory / "metrics.json")
     return FilesOnlyLive(
         str(directory), resume=resumed_at is not None, save_dvc_exp=False, dvcyaml=None
     )
 
 
+def _drop_torn_summary(path: Path) -> None:
+    """DVCLive reads its summary to resume; one a kill cut short mid-write is dropped (the
+    next logged step writes it again) rather than failing the resumed run."""
+    try:
+        json.loads(path.read_text())
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        path.unlink()
+
+
 def _drop_rows_after(plots: Path, step: int) -> None:
-    """Remove the rows an interrupted run logged after the checkpoint it resumes from."""
+    """Remove the rows an interrupted run logged after the checkpoint it resumes from, and
+    a row a kill cut short."""
     for path in plots.rglob("*.tsv"):
         with path.open(newline="") as handle:
             rows = list(csv.reader(handle, delimiter="\t"))
@@ -139,11 +153,19 @@ def _drop_rows_after(plots: Path, step: int) -> None:
         column = header.index("step") if "step" in header else None
         if column is None:
             continue
-        kept = [row for row in body if int(float(row[column])) <= step]
+        kept = [row for row in body if _step_of(row, column, len(header)) <= step]
         if len(kept) != len(body):
             with path.open("w", newline="") as handle:
                 writer = csv.writer(handle, delimiter="\t")
                 writer.writerows([header, *kept])
+
+
+def _step_of(row: list[str], column: int, width: int) -> float:
+    """The row's step; infinity (never kept) for a row cut short."""
+    try:
+        return float(row[column]) if len(row) == width else math.inf
+    except ValueError:
+        return math.inf
 
 
 def _open_tensorboard(directory: Path, resumed_at: int | None) -> Any:

@@ -79,6 +79,29 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
     assert sorted(s for s, _ in board["loss/policy"]) == STEPS
 
 
+def test_a_run_killed_mid_write_resumes_past_its_torn_dvclive_files(tmp_path, monkeypatch):
+    layout = Layout(tmp_path)
+    real_iteration = Trainer._train_iteration
+
+    def crash_in_iteration_6(self):
+        if self.iteration == 5:
+            raise KeyboardInterrupt
+        real_iteration(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_train_iteration", crash_in_iteration_6)
+        with pytest.raises(KeyboardInterrupt):
+            train(parse_params(TINY), layout)
+    # What a SIGKILL mid-write leaves: half a summary, half a row.
+    summary = layout.live_partial / "metrics.json"
+    summary.write_text(summary.read_text()[:20])
+    policy = layout.live_partial / "plots" / "metrics" / "loss" / "policy.tsv"
+    with policy.open("a") as handle:
+        handle.write("7")
+    train(parse_params(TINY), layout)
+    assert [s for s, _ in tsv(layout, "loss/policy")] == STEPS
+
+
 def files_of(directory):
     return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
 
