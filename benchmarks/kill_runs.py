@@ -20,9 +20,9 @@ kill it counts:
 - second trainers: a trainer that found its seed's lock held (`is already running`);
 - resumed: runs that continued an interrupted trainer from its checkpoint.
 
-Then it runs the target to the end once more: `dvc repro` and the flow must exit 0 and leave
-`dvc status` clean; the search must complete its `n_trials` with none run twice. Targets (issue 43): no
-orphan and no second trainer, ever; the final run clean.
+Then it runs the target to the end once more: `dvc repro` and the flow must exit 0 and
+leave `dvc status` clean; the search must complete its `n_trials` with none run twice.
+Targets (issue 43): no orphan and no second trainer, ever; the final run clean.
 """
 
 from __future__ import annotations

@@ -268,9 +268,7 @@ def test_a_held_dvc_lock_is_retried_until_released(prefect_api_url: str, tmp_pat
     assert any("Unable to acquire lock" in m for m in messages)
 
 
-def test_a_flow_publishes_the_metrics_of_its_own_stages_only(
-    prefect_api_url: str, tmp_path: Path
-):
+def test_a_flow_publishes_the_metrics_of_its_own_stages_only(prefect_api_url: str, tmp_path: Path):
     project = make_project(tmp_path)
     # Left by an older experiment's report: not this run's, so never published under its name.
     (project / "metrics").mkdir(exist_ok=True)
