@@ -31,8 +31,10 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 POLL_S = 0.5
 
 
-# The parent of a stage run by DVC, noted as the process starts (`hold_parent`).
+# The parent of a stage run by DVC or of a search worker, noted as it starts (`hold_parent`).
 _parent_at_start: int | None = None
+# In the environment of the worker processes a search starts: the search's pid.
+SEARCH_PID_ENV = "PIPELINES_SEARCH_PID"
 
 
 class Terminated(KeyboardInterrupt):
@@ -66,13 +68,24 @@ def kill_with_parent() -> None:
 
 
 def hold_parent() -> None:
-    """Under DVC (DVC_STAGE is set), first thing as the process starts: note the parent and
-    have the kernel SIGTERM this process when it dies. A `dvc` killed while the stage still
-    imports is then noticed too (`die_with_parent` compares with the parent noted here)."""
+    """First thing as the process starts, for a search's worker (SEARCH_PID_ENV names the
+    search) or a stage run by DVC (DVC_STAGE is set): note the parent and have the kernel
+    SIGTERM this process when it dies, so a parent killed while this one still imports is
+    noticed too (`die_with_parent` compares with the parent noted here). A worker whose
+    search is already gone exits at once."""
     global _parent_at_start
-    if os.environ.get("DVC_STAGE") and _parent_at_start is None:
+    if _parent_at_start is not None:
+        return
+    search = os.environ.get(SEARCH_PID_ENV, "")
+    if search.isdigit():
+        _parent_at_start = int(search)
+    elif os.environ.get("DVC_STAGE"):
         _parent_at_start = os.getppid()
-        kill_with_parent()
+    else:
+        return
+    kill_with_parent()
+    if search.isdigit() and os.getppid() != _parent_at_start:
+        raise SystemExit("error: search: the search that started this worker has stopped")
 
 
 @contextlib.contextmanager

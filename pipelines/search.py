@@ -73,6 +73,7 @@ from pipelines.database import (
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
+from pipelines.lifeline import SEARCH_PID_ENV
 from pipelines.params import (
     Params,
     SearchDimension,
@@ -110,8 +111,6 @@ TRIAL_PROGRESS = "search_trial"  # a trial checkpoint's entry: seed, evaluations
 # that a stop costs minutes of training, seldom enough that a large replay buffer costs little.
 TRIAL_CHECKPOINT_EVERY_S = 300.0
 WAIT_POLL_S = 5.0  # how often a worker whose study is full looks at the others' trials
-# In the environment of the worker processes a search starts: the search's pid.
-SEARCH_PID_ENV = "PIPELINES_SEARCH_PID"
 
 
 class SearchError(RuntimeError):

@@ -273,10 +273,16 @@ def test_a_flow_publishes_the_metrics_of_its_own_stages_only(prefect_api_url: st
     # Left by an older experiment's report: not this run's, so never published under its name.
     (project / "metrics").mkdir(exist_ok=True)
     (project / "metrics" / "summary.json").write_text(json.dumps({"eval_return_mean": -1.0}))
-    result = flows.experiment_flow(str(project), stages=["train"])
-    assert result["metrics"] == {"metrics/train.json": {"train_loss": 0.2}}
-    rows = artifact("tiny-metrics").data
-    rows = json.loads(rows) if isinstance(rows, str) else rows
+    state = flows.experiment_flow(str(project), stages=["train"], return_state=True)
+    assert state.result()["metrics"] == {"metrics/train.json": {"train_loss": 0.2}}
+    with get_client(sync_client=True) as client:  # this run's table, not another test's
+        (table,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tiny-metrics"])),
+            flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[state.state_details.flow_run_id])
+            ),
+        )
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert {row["file"] for row in rows} == {"metrics/train.json"}
 
 
