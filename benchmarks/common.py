@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS_BY_ALGORITHM
@@ -36,6 +38,41 @@ def scratch_env(**extra: str) -> dict[str, str]:
         "GIT_COMMITTER_EMAIL": "bench@example.invalid",
         **extra,
     }
+
+
+def merged(base: dict, changes: dict, whole: tuple[str, ...] = ()) -> dict:
+    """`base` with `changes` applied key by key (DVC needs every section it tracks present);
+    a key in `whole` (a search space, say) is replaced as a whole."""
+    out = dict(base)
+    for key, value in changes.items():
+        nested = isinstance(value, dict) and value and key not in whole
+        out[key] = merged(base.get(key) or {}, value, whole) if nested else value
+    return out
+
+
+def scratch_project(
+    root: Path, env: dict[str, str], params: dict[str, Any], source: Path | None = None
+) -> None:
+    """A committed git + DVC project in `root`: the code (`pipelines`, `rlcore`) and
+    pipelines (`dvc.yaml`, `search/dvc.yaml`) of `source` (this checkout), with `params`
+    as its params.yaml. Stages then run the copied code, never this checkout's."""
+    source = source or Path(__file__).resolve().parents[1]
+    for item in ("pipelines", "rlcore"):
+        shutil.copytree(source / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+    for dvcfile in ("dvc.yaml", "search/dvc.yaml"):
+        (root / dvcfile).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / dvcfile, root / dvcfile)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    for args in (
+        ["git", "init", "-q"],
+        [sys.executable, "-m", "dvc", "init", "-q"],
+        [sys.executable, "-m", "dvc", "config", "core.analytics", "false"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "scratch project"],
+    ):
+        done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{' '.join(args)} failed in {root}:\n{done.stderr}")
 
 
 def run_timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:

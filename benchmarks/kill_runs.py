@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from benchmarks.common import merged, scratch_env, scratch_project
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = {
@@ -74,41 +75,15 @@ STATUS = [sys.executable, "-m", "dvc", "status", "dvc.yaml"]  # the experiment, 
 ORPHAN_GRACE_S = 3.0
 
 
-def scratch_env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DVC_NO_ANALYTICS": "1",
-        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    }  # fmt: skip
-
-
 def make_project(
     root: Path, env: dict[str, str], changes: dict | None = None, source: Path = REPO
 ) -> None:
     """The code and pipeline of `source` (this working tree) with `EXPERIMENT` (and
     `changes` to it), committed in a new repo."""
-    for item in ("pipelines", "rlcore"):
-        shutil.copytree(source / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(source / "dvc.yaml", root / "dvc.yaml")
-    (root / "search").mkdir()
-    shutil.copy(source / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
     defaults = yaml.safe_load((source / "params.yaml").read_text())
-    experiment = merged(defaults, merged(EXPERIMENT, changes or {}))
-    (root / "params.yaml").write_text(yaml.safe_dump(experiment))
-    for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "kill project"]):  # fmt: skip
-        subprocess.run(args, cwd=root, env=env, check=True, capture_output=True)
-
-
-def merged(base: dict, changes: dict) -> dict:
-    """`base` with `changes` applied key by key (DVC needs every section it tracks)."""
-    out = dict(base)
-    for key, value in changes.items():
-        nested = isinstance(value, dict) and value and key not in ("space", "overrides")
-        out[key] = merged(base.get(key) or {}, value) if nested else value
-    return out
+    whole = ("space", "overrides")  # the experiment's search space, not the default's too
+    experiment = merged(defaults, merged(EXPERIMENT, changes or {}, whole), whole)
+    scratch_project(root, env, experiment, source)
 
 
 def stage_processes(root: Path, module: str = "pipelines") -> dict[int, str]:

@@ -28,7 +28,7 @@ from rlcore.datasets import (
     save_dataset,
 )
 from rlcore.envs import make_env
-from rlcore.errors import DISK_FULL, ConfigError
+from rlcore.errors import ConfigError
 from rlcore.policies import Actor, UniformRandomPolicy
 from rlcore.recording import record_transitions
 from rlcore.runtime import configure_cpu
@@ -83,17 +83,11 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
         if episodes.successes is not None:
             metrics["success_rate"] = episodes.successes.double().mean().item()
     described = {"env": cfg.env.name, "policy": source, "experiment": params.name, **metrics}
-    try:
-        with outputs:
-            outputs.write_json(layout.collect_metrics, metrics)
-            save_dataset(dataset, buffer, source=described)
-    except OSError as exc:
-        if exc.errno not in DISK_FULL:
-            raise
-        raise OutputError(
-            f"disk full while writing {layout.collect_metrics} and {dataset}: previous outputs "
-            "intact"
-        ) from None
+    # A full disk: the dataset's own one-line DatasetError, or for the metrics the stage's
+    # disk-full line (`pipelines.__main__`); the previous outputs stay either way.
+    with outputs:
+        outputs.write_json(layout.collect_metrics, metrics)
+        save_dataset(dataset, buffer, source=described)
     print(f"[collect] done: {metrics}", flush=True)
     return metrics
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.common import merged, scratch_project
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
     "name": "tiny",
@@ -38,15 +40,6 @@ TINY = {
 }
 
 
-def merged(base, changes):
-    """`base` with `changes` applied key by key (DVC needs every section it tracks present)."""
-    out = dict(base)
-    for key, value in changes.items():
-        nested = isinstance(value, dict) and value
-        out[key] = merged(base.get(key) or {}, value) if nested else value
-    return out
-
-
 def run(args, cwd, env):
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
@@ -58,20 +51,9 @@ def project(tmp_path_factory, git_dvc_env):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     root = tmp_path_factory.mktemp("project")
-    for item in ("pipelines", "rlcore"):
-        shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
-    (root / "search").mkdir()
-    shutil.copy(REPO / "search" / "dvc.yaml", root / "search" / "dvc.yaml")
     defaults = yaml.safe_load((REPO / "params.yaml").read_text())
-    (root / "params.yaml").write_text(yaml.safe_dump(merged(defaults, TINY)))
-    env = git_dvc_env
-    run(["git", "init", "-q"], root, env)
-    run([sys.executable, "-m", "dvc", "init", "-q"], root, env)
-    run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], root, env)
-    run(["git", "add", "-A"], root, env)
-    run(["git", "commit", "-qm", "tiny project"], root, env)
-    return root, env
+    scratch_project(root, git_dvc_env, merged(defaults, TINY))
+    return root, git_dvc_env
 
 
 def dvc_repro(project):

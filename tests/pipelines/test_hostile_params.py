@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.common import scratch_project
+
 REPO = Path(__file__).resolve().parents[2]
 DVC_FILES = [REPO / "dvc.yaml", REPO / "search" / "dvc.yaml", REPO / "data" / "dvc.yaml"]
 
@@ -45,13 +47,7 @@ def project(tmp_path_factory, git_dvc_env):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     root = tmp_path_factory.mktemp("hostile")
-    for item in ("pipelines", "rlcore"):
-        shutil.copytree(REPO / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
-    shutil.copy(REPO / "params.yaml", root / "params.yaml")
-    for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):  # fmt: skip
-        subprocess.run(args, cwd=root, env=git_dvc_env, check=True, capture_output=True)
+    scratch_project(root, git_dvc_env, yaml.safe_load((REPO / "params.yaml").read_text()))
     return root, git_dvc_env
 
 

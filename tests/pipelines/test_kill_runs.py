@@ -9,12 +9,12 @@ import time
 
 import pytest
 
+from benchmarks.common import scratch_env
 from benchmarks.kill_runs import (
     COMMANDS,
     STATUS,
     _complete_trials,
     make_project,
-    scratch_env,
     stage_processes,
     wait_for_orphans,
 )

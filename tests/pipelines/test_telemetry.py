@@ -56,12 +56,12 @@ def test_every_iteration_is_logged_to_dvclive_and_tensorboard(tmp_path):
     assert [value for _, value in board["eval/episode_return"]] == pytest.approx(curve)
 
 
-def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
-    layout = Layout(tmp_path)
+def interrupt_in_iteration_6(layout, monkeypatch):
+    """Train TINY until a Ctrl-C in iteration 6 (its progress was saved after iteration 4)."""
     real_iteration = Trainer._train_iteration
 
     def crash_in_iteration_6(self):
-        if self.iteration == 5:  # progress was saved after iteration 4
+        if self.iteration == 5:
             raise KeyboardInterrupt
         real_iteration(self)
 
@@ -69,6 +69,11 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
         patch.setattr(Trainer, "_train_iteration", crash_in_iteration_6)
         with pytest.raises(KeyboardInterrupt):
             train(parse_params(TINY), layout)
+
+
+def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
+    layout = Layout(tmp_path)
+    interrupt_in_iteration_6(layout, monkeypatch)
     assert not layout.live_metrics.exists()  # published only with the other outputs
     assert [s for s, _ in tsv(layout, "loss/policy", layout.live_partial)] == STEPS[:5]
     train(parse_params(TINY), layout)
@@ -81,17 +86,7 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
 
 def test_a_run_killed_mid_write_resumes_past_its_torn_dvclive_files(tmp_path, monkeypatch):
     layout = Layout(tmp_path)
-    real_iteration = Trainer._train_iteration
-
-    def crash_in_iteration_6(self):
-        if self.iteration == 5:
-            raise KeyboardInterrupt
-        real_iteration(self)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Trainer, "_train_iteration", crash_in_iteration_6)
-        with pytest.raises(KeyboardInterrupt):
-            train(parse_params(TINY), layout)
+    interrupt_in_iteration_6(layout, monkeypatch)
     # What a SIGKILL mid-write leaves: half a summary, half a row.
     summary = layout.live_partial / "metrics.json"
     summary.write_text(summary.read_text()[:20])
