@@ -2,6 +2,7 @@
 it stopped: a real DVC project, real signals, each sent while a trainer is mid-run.
 (`benchmarks/kill_runs.py` sends them at random points, 20 times each.)"""
 
+import os
 import signal
 import subprocess
 import sys
@@ -50,9 +51,17 @@ def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resume
     dvc = start(root, env, "repro")
     resume = root / "outputs" / "seeds" / "0" / "checkpoints" / "resume.pt"
     wait_until(resume.exists)  # a trainer is running and has saved progress
-    assert any("pipelines train" in c for c in stage_processes(root).values())
+    trainers = [p for p, c in stage_processes(root).items() if "pipelines train" in c]
+    assert trainers
+    # Frozen while dvc dies, so it is still mid-run then however fast the machine (a fast
+    # one finished the short run within the trainer's parent-watch interval); it gets the
+    # parent-death signal the moment it runs again.
+    for pid in trainers:
+        os.kill(pid, signal.SIGSTOP)
     dvc.send_signal(signal.SIGKILL)
     dvc.wait(timeout=60)
+    for pid in trainers:
+        os.kill(pid, signal.SIGCONT)
     assert wait_for_orphans(root) == {}  # every stage process ended with dvc
     final = subprocess.run(COMMANDS["repro"], cwd=root, env=env, capture_output=True, text=True)
     assert final.returncode == 0, final.stdout + final.stderr
