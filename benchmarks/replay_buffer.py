@@ -34,6 +34,7 @@ from torch._C._profiler import _EventType
 
 from benchmarks.common import base_parser, print_table, setup, time_interleaved, write_json
 from benchmarks.update_memory import read_status_kb, reset_hwm
+from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.replay import ReplayBuffer
 from rlcore.rollout import DONE, FINAL_OBS, MASK, OBS, RolloutSpec, make_rollout
 
@@ -44,12 +45,12 @@ SIZES = (64, 1024)
 def rollout_of(num_envs: int) -> TensorDict:
     """A filled rollout of `num_envs` envs x 1 step, one env in seven done."""
     spec = RolloutSpec(
-        num_envs, 1, OBS_DIM, (ACTION_DIM,), torch.float32, False, False,
+        num_envs, 1, as_spec(OBS_DIM), (ACTION_DIM,), torch.float32, False, False,
         torch.device("cpu"), with_final_obs=True,
     )  # fmt: skip
     rollout = make_rollout(spec)
-    rollout[OBS].normal_()
-    rollout[FINAL_OBS].normal_()
+    rollout[OBS, FLAT_KEY].normal_()
+    rollout[FINAL_OBS, FLAT_KEY].normal_()
     rollout[DONE][::7] = True
     return rollout
 

@@ -56,10 +56,10 @@ def random_batch(size: int, obs_dim: int, action_dim: int) -> TensorDict:
     gen = torch.Generator().manual_seed(0)
     return TensorDict(
         {
-            "obs": torch.randn(size, obs_dim, generator=gen),
+            "obs": {"state": torch.randn(size, obs_dim, generator=gen)},
             "action": torch.rand(size, action_dim, generator=gen) * 2 - 1,
             "reward": torch.randn(size, generator=gen),
-            "next_obs": torch.randn(size, obs_dim, generator=gen),
+            "next_obs": {"state": torch.randn(size, obs_dim, generator=gen)},
             "terminated": torch.zeros(size, dtype=torch.bool),
         },
         batch_size=[size],

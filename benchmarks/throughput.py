@@ -169,12 +169,13 @@ def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callabl
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
     obs = trainer.rollout[OBS]
+    views = [obs[:, step] for step in range(t)]  # made once, as the collector does
     gen = torch.Generator(device=trainer.env.device).manual_seed(1)
 
     @torch.inference_mode()
     def acts() -> None:
-        for step in range(t):
-            policy.act(obs[:, step], gen)
+        for view in views:
+            policy.act(view, gen)
 
     bare_trainer = Trainer(experiment(base, n, t, reps=0))
     bare_trainer.policy.load_state_dict(policy.state_dict())
@@ -182,10 +183,12 @@ def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callabl
     bare_obs, bare_slots = bare_trainer.rollout[OBS], step_slots(bare_trainer.rollout)
     bare_obs[:, 0] = bare_env.reset(seed=0)
 
+    bare_views = [bare_obs[:, step] for step in range(t)]
+
     @torch.inference_mode()
     def bare() -> None:
-        for step, slot in enumerate(bare_slots):
-            bare_env.step(bare_policy.act(bare_obs[:, step], gen).action, slot)
+        for view, slot in zip(bare_views, bare_slots, strict=True):
+            bare_env.step(bare_policy.act(view, gen).action, slot)
         bare_obs[:, 0] = bare_obs[:, -1]
 
     return {"act": acts, "collector": collector.collect, "bare": bare}

@@ -53,7 +53,7 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
                 f"collect.policy 'random' draws uniform Box actions; {cfg.env.name} has "
                 f"{env.action_space}: collect with policy 'trained'"
             )
-        policy = UniformRandomPolicy(env.obs_dim, env.action_space).to(env.device)
+        policy = UniformRandomPolicy(env.action_space).to(env.device)
         source = "uniform random actions"
     else:
         checkpoint = require(layout.final_checkpoint, "train")

@@ -152,7 +152,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     policy = load_trained_policy(cfg, checkpoint, env=env)
     max_steps = vp.max_steps or env.max_episode_steps
     obs = env.reset(seed=vp.seed)
-    slot = StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)
+    slot = StepSlot.allocate(env.num_envs, env.obs_spec, env.device, env.has_success)
     running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     shown = env.render(size=vp.frame_size)
     print(f"[video] {vp.episodes} episodes of {cfg.env.name}, up to {max_steps} steps", flush=True)

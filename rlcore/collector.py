@@ -9,6 +9,7 @@ from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv
 from rlcore.episodes import episode_segments
+from rlcore.observations import as_observation, describe
 from rlcore.policies import Actor
 from rlcore.rollout import (
     ACTION,
@@ -92,7 +93,7 @@ class GroupEpisodes:
 class _PolicyViews:
     """Views of the rollout at step t that the policy's outputs are copied into."""
 
-    obs: torch.Tensor
+    obs: TensorDict
     action: torch.Tensor
     log_prob: torch.Tensor
     value: torch.Tensor  # empty placeholders in a critic-free rollout
@@ -128,9 +129,11 @@ class SyncCollector:
         generator: torch.Generator,
         groups: GroupEpisodes | None = None,
     ) -> None:
-        if policy.obs_dim != env.obs_dim:
+        policy_spec = getattr(policy, "obs_spec", None)
+        if policy_spec is not None and dict(policy_spec) != dict(env.obs_spec):
             raise ValueError(
-                f"policy observation dim {policy.obs_dim} does not match env obs_dim {env.obs_dim}"
+                f"the policy reads observations {describe(policy_spec)}; the env's are "
+                f"{describe(env.obs_spec)}"
             )
         if policy.action_dim != env.action_dim:
             raise ValueError(
@@ -165,6 +168,14 @@ class SyncCollector:
         self._slots = step_slots(rollout, with_valid=env.has_invalid_steps)
         self._obs_at_end = False
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
+        # Per step, (entry, rollout view) pairs where the env's true final observations go.
+        self._final_views: list[list[tuple[str, torch.Tensor]]] | None = None
+        if FINAL_OBS in rollout:
+            finals = rollout[FINAL_OBS]
+            self._final_views = [
+                [(key, value[:, t]) for key, value in finals.items()]
+                for t in range(num_steps(rollout))
+            ]
         n, horizon, dev = env.num_envs, num_steps(rollout), env.device
         # Return and length of the episodes running when the rollout starts ([2, N]); episode
         # sums are taken once per rollout (`rlcore.episodes`), not step by step.
@@ -203,7 +214,7 @@ class SyncCollector:
             ro[FINAL_VALUE].zero_()
         if groups is not None and groups.restart_groups:
             self._cut.zero_()
-        final_obs = ro.get(FINAL_OBS, None)
+        final_obs = self._final_views
         for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
             out = policy.act(views.obs, self.generator)
             views.action.copy_(out.action)
@@ -212,8 +223,11 @@ class SyncCollector:
             if final_obs is not None:
                 # Off-policy learners bootstrap truncated ends from the true final obs; rows
                 # of instances that are not done are stale, as in `env.final_obs` (a copy
-                # without a host check, so no sync on accelerators).
-                final_obs[:, t].copy_(env.final_obs)
+                # without a host check, so no sync on accelerators). `env.final_obs` is read
+                # each step: an env may swap it for another TensorDict.
+                finals = env.final_obs
+                for key, view in final_obs[t]:
+                    view.copy_(finals[key])
             if groups is not None:
                 self._group_step(t, slot.done, slot.next_obs)
             if self._with_value:
@@ -229,7 +243,7 @@ class SyncCollector:
         self._obs_at_end = True
         return self._finished_episodes()
 
-    def _group_step(self, t: int, done: torch.Tensor, next_obs: torch.Tensor) -> None:
+    def _group_step(self, t: int, done: torch.Tensor, next_obs: TensorDict) -> None:
         """Write `mask[:, t]`, then reset every group whose members are all done."""
         assert self.groups is not None
         torch.logical_not(self._waiting, out=self.rollout[MASK][:, t])
@@ -279,13 +293,15 @@ class SyncCollector:
         """The current observation and the running episode sums (for exact resume)."""
         current = self.rollout[OBS][:, -1 if self._obs_at_end else 0]
         return {
-            "obs": current.clone(),
+            "obs": {key: value.clone() for key, value in current.items()},
             "episodes": self._running.clone(),
             "waiting": self._waiting.clone(),
         }
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.rollout[OBS][:, 0] = state["obs"]
+        obs = self.rollout[OBS]
+        for key, value in as_observation(state["obs"]).items():
+            obs[key][:, 0] = value
         self._obs_at_end = False
         self._running.copy_(state["episodes"])
         self._waiting.copy_(state["waiting"])

@@ -14,11 +14,18 @@ from typing import Any
 
 from rlcore.algos.registry import algorithm_spec, section_name
 
-ENV_NAMES = ("cartpole", "pendulum", "push_cube")  # rlcore.envs.ENVS builds them
+ENV_NAMES = (
+    "cartpole",
+    "pendulum",
+    "push_cube",
+    "push_cube_pixels",
+)  # rlcore.envs.ENVS builds them
 GYMNASIUM_PREFIX = "gymnasium:"  # "gymnasium:<env id>": any Gymnasium env, through the bridge
 MUJOCO_PREFIX = "mujoco:"  # "mujoco:<task>": native batched MuJoCo (rlcore.envs.mujoco_batch)
 MUJOCO_TASKS = ("HalfCheetah", "Hopper", "Ant")  # rlcore.envs.mujoco_batch.TASKS builds them
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
+# Per observation entry: a float vector read by the MLP, or an image encoder (rlcore.encoders).
+ENCODER_NAMES = ("mlp", "nature", "drq")
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
@@ -85,12 +92,25 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """MLP sizes and options shared by actor and critic."""
+    """MLP sizes and options shared by actor and critic, and what each reads of the env's
+    named observation entries (`rlcore.observations`).
+
+    `actor_obs` / `critic_obs`: the entries each network reads (None: the actor every entry
+    but the env's privileged ones, the critic every entry), so an asymmetric critic is one
+    line. `encoders`: per entry, `mlp` (a float vector, read by the network's MLP) or an
+    image encoder (`nature`, `drq`; `rlcore.encoders`); an entry not named gets `mlp` if it
+    is a vector, else `nature` for images of at least 36x36 pixels and `drq` below.
+    """
 
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     init_log_std: float = 0.0
     normalize_obs: bool = False
+    actor_obs: tuple[str, ...] | None = None
+    critic_obs: tuple[str, ...] | None = None
+    encoders: dict[str, str] = field(default_factory=dict)
+    image_features: int = 256  # width of each image encoder's output
+    share_image_encoder: bool = False  # actor and critic train one encoder per image entry
 
     def __post_init__(self) -> None:
         if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
@@ -98,6 +118,20 @@ class PolicyConfig:
         if self.activation not in ACTIVATION_NAMES:
             allowed = sorted(ACTIVATION_NAMES)
             raise ValueError(f"policy.activation must be one of {allowed}, got {self.activation!r}")
+        for name in ("actor_obs", "critic_obs"):
+            keys = getattr(self, name)
+            if keys is not None and (not keys or len(set(keys)) != len(keys)):
+                raise ValueError(
+                    f"policy.{name} must name observation entries, each once (or be null for "
+                    f"the default), got {list(keys)}"
+                )
+        for key, kind in self.encoders.items():
+            if kind not in ENCODER_NAMES:
+                raise ValueError(
+                    f"policy.encoders.{key}: {kind!r} is no encoder; one of {list(ENCODER_NAMES)}"
+                )
+        if self.image_features <= 0:
+            raise ValueError(f"policy.image_features must be positive, got {self.image_features}")
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,17 @@
 
 Layout of a dataset directory:
 
-    meta.json     format version, transitions, obs_dim, action shape and dtype, success
-                  flag, and `source` (what collected it: env, policy, returns, ...)
-    transitions/  one raw little-endian file per key, `<key>.memmap` (the `rlcore.replay`
-                  keys), plus the `meta.json` of tensordict's memory-mapped format, so
-                  `TensorDict.load_memmap` reads it too
+    meta.json     format version, transitions, the observation (format 1: `obs_dim`, a
+                  flat env's vector; format 2: `obs`, each named entry's shape and dtype),
+                  action shape and dtype, success flag, and `source` (what collected it:
+                  env, policy, returns, ...)
+    transitions/  one raw little-endian file per column, `<column>.memmap` (the
+                  `rlcore.replay` keys; format 2 names observation entries `obs.<entry>`
+                  and `next_obs.<entry>`); format 1 adds the `meta.json` of tensordict's
+                  memory-mapped format, so `TensorDict.load_memmap` reads it too
+
+A flat env's dataset is written in format 1, as before named entries, so older rlcore
+versions read it; one with several entries or images (uint8, stored as uint8) in format 2.
 
 A dataset is shared data, never code: loading reads only the raw files that our own
 `meta.json` and the replay buffer's schema name, with sizes checked before reading, through
@@ -26,6 +32,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -37,9 +44,12 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.errors import DISK_FULL, ConfigError
-from rlcore.replay import ReplayBuffer
+from rlcore.observations import FLAT_KEY, ObsEntry, ObsSpec, describe, is_flat
+from rlcore.replay import NEXT_OBS, ReplayBuffer
+from rlcore.rollout import OBS
 
-FORMAT_VERSION = 1
+FLAT_FORMAT, FORMAT_VERSION = 1, 2  # what a flat env's dataset is written in; the newest
+FORMATS = (FLAT_FORMAT, FORMAT_VERSION)
 META = "meta.json"
 TRANSITIONS = "transitions"
 SUFFIX = ".memmap"
@@ -48,6 +58,9 @@ MAX_META_BYTES = 1 << 20
 # Action dtypes a dataset may hold: plain numbers, each read back by viewing its raw bytes.
 _INTEGERS = ("bool", "uint8", "int8", "int16", "int32", "int64")
 DTYPES = frozenset((*_INTEGERS, "float16", "bfloat16", "float32", "float64"))
+OBS_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}  # what `obs_spec` stores
+# Entry names become file names: nothing that could name another path.
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 _READ_CHUNK_BYTES = 64 << 20  # rows are read and copied to the device this many at a time
 
 
@@ -69,21 +82,29 @@ def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any])
     storage = buffer.storage
     start = buffer.cursor if buffer.size == buffer.capacity else 0
     order = torch.arange(start, start + buffer.size, device=buffer.device) % buffer.capacity
-    rows = storage[order].cpu()
+    spec = {str(key): ObsEntry(tuple(v.shape[1:]), v.dtype) for key, v in storage[OBS].items()}
+    flat = is_flat(spec)
+    columns = {_column_name(key, flat): value for key, value in _leaves(storage[order].cpu())}
     action = storage["action"]
-    meta = {
-        "format_version": FORMAT_VERSION,
+    meta: dict[str, Any] = {
+        "format_version": FLAT_FORMAT if flat else FORMAT_VERSION,
         "transitions": buffer.size,
-        "obs_dim": int(storage["obs"].shape[1]),
         "action_shape": list(action.shape[1:]),
         "action_dtype": _dtype_name(action.dtype),
         "with_success": "success" in storage,
         "source": source,
     }
+    if flat:
+        meta["obs_dim"] = spec[FLAT_KEY].shape[0]
+    else:
+        meta["obs"] = {
+            key: {"shape": list(entry.shape), "dtype": _dtype_name(entry.dtype)}
+            for key, entry in spec.items()
+        }
     with _disk_full_is_one_line(path):
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
         try:
-            _write_transitions(tmp / TRANSITIONS, rows)
+            _write_transitions(tmp / TRANSITIONS, columns, buffer.size, tensordict_meta=flat)
             _write_file(tmp / META, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
             tmp.chmod(0o755)
             _replace(tmp, path)
@@ -125,17 +146,34 @@ def _old(path: Path) -> Path:
     return path.with_name(f".{path.name}.old")
 
 
-def _write_transitions(folder: Path, rows: TensorDict) -> None:
-    """One raw file per key, and tensordict's metadata so its `load_memmap` reads them."""
+def _leaves(rows: TensorDict) -> list[tuple[str | tuple[str, ...], torch.Tensor]]:
+    return list(rows.items(include_nested=True, leaves_only=True))
+
+
+def _column_name(key: str | tuple[str, ...], flat: bool) -> str:
+    """A storage key's file stem: `action`; `obs.image` (format 2) or `obs` (a flat env's
+    format 1)."""
+    if isinstance(key, str):
+        return key
+    return key[0] if flat else ".".join(key)
+
+
+def _write_transitions(
+    folder: Path, columns: dict[str, torch.Tensor], transitions: int, tensordict_meta: bool
+) -> None:
+    """One raw file per column, and (format 1) tensordict's metadata so its `load_memmap`
+    reads them."""
     folder.mkdir()
     td_meta: dict[str, Any] = {}
-    for key, column in rows.items():
+    for key, column in columns.items():
         data = column.contiguous().reshape(-1).view(torch.uint8).numpy()
         _write_file(folder / f"{key}{SUFFIX}", memoryview(data))
         entry = {"device": "cpu", "shape": list(column.shape), "dtype": str(column.dtype)}
         td_meta[key] = entry | {"is_nested": False}
+    if not tensordict_meta:
+        return
     td_meta |= {
-        "shape": list(rows.batch_size),
+        "shape": [transitions],
         "device": "cpu",
         "_type": "<class 'tensordict._td.TensorDict'>",
         "_format_version": 1,
@@ -238,29 +276,58 @@ def read_meta(path: str | Path) -> dict[str, Any]:
             raise ValueError(f"larger than {MAX_META_BYTES:,d} bytes")
         meta = json.loads(text)
         version = meta.get("format_version") if isinstance(meta, dict) else None
-        if version == FORMAT_VERSION:
+        if version in FORMATS:
             _check_fields(meta)
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise DatasetError(f"dataset {path}: {META} is missing or damaged ({exc})") from None
-    if version != FORMAT_VERSION:
+    if version not in FORMATS:
         raise DatasetError(
-            f"dataset {path}: format version {version!r}, this rlcore reads {FORMAT_VERSION}"
+            f"dataset {path}: format version {version!r}, this rlcore reads "
+            f"{' and '.join(map(str, FORMATS))}"
         )
     return meta
 
 
 def _check_fields(meta: dict[str, Any]) -> None:
-    """Normalise meta.json's fields in place; ValueError, KeyError or TypeError if invalid."""
-    meta["transitions"], meta["obs_dim"] = int(meta["transitions"]), int(meta["obs_dim"])
+    """Normalise meta.json's fields in place, adding `obs_spec`; ValueError, KeyError or
+    TypeError if invalid."""
+    meta["transitions"] = int(meta["transitions"])
     meta["action_shape"] = [int(n) for n in meta["action_shape"]]
     if meta["action_dtype"] not in DTYPES:
         raise ValueError(
             f"action_dtype {meta['action_dtype']!r} is no torch dtype a dataset holds (one of "
             f"{', '.join(sorted(DTYPES))})"
         )
-    if meta["obs_dim"] < 1 or any(n < 1 for n in meta["action_shape"]):
+    if meta["format_version"] == FLAT_FORMAT:
+        meta["obs_dim"] = int(meta["obs_dim"])
+        if meta["obs_dim"] < 1:
+            raise ValueError("obs_dim and action_shape must be positive")
+        meta["obs_spec"] = {FLAT_KEY: ObsEntry((meta["obs_dim"],), torch.float32)}
+    else:
+        meta["obs_spec"] = _obs_spec_of(meta["obs"])
+    if any(n < 1 for n in meta["action_shape"]):
         raise ValueError("obs_dim and action_shape must be positive")
     meta["with_success"] = bool(meta["with_success"])
+
+
+def _obs_spec_of(entries: Any) -> dict[str, ObsEntry]:
+    """Format 2's `obs`: named entries, each a positive shape (at most 3 dims) and a dtype
+    the platform stores observations in."""
+    if not isinstance(entries, dict) or not entries:
+        raise ValueError("obs must name at least one entry")
+    spec = {}
+    for key, entry in entries.items():
+        if not _ENTRY_NAME.fullmatch(key):
+            raise ValueError(f"obs entry name {key[:70]!r} is not [A-Za-z0-9_]{{1,64}}")
+        shape = [int(n) for n in entry["shape"]]
+        if not 1 <= len(shape) <= 3 or any(n < 1 for n in shape):
+            raise ValueError(f"obs entry {key!r} has shape {shape}: 1 to 3 positive sizes")
+        if entry["dtype"] not in OBS_DTYPES:
+            raise ValueError(
+                f"obs entry {key!r} has dtype {entry['dtype']!r}: one of {sorted(OBS_DTYPES)}"
+            )
+        spec[key] = ObsEntry(tuple(shape), OBS_DTYPES[entry["dtype"]])
+    return spec
 
 
 def _open_regular(path: Path) -> IO[bytes]:
@@ -273,14 +340,21 @@ def _open_regular(path: Path) -> IO[bytes]:
 
 
 def check_dataset_fits(
-    path: str | Path, obs_dim: int, action_shape: tuple[int, ...], action_dtype: torch.dtype
+    path: str | Path, obs_spec: ObsSpec, action_shape: tuple[int, ...], action_dtype: torch.dtype
 ) -> dict[str, Any]:
     """Read only `meta.json` and fail, naming the field, if the dataset cannot feed this env."""
     meta = read_meta(path)
     dtype = _dtype_name(action_dtype)
     problems = []
-    if meta["obs_dim"] != obs_dim:
-        problems.append(f"obs has shape [{meta['obs_dim']}] but the env's is [{obs_dim}]")
+    theirs, mine = meta["obs_spec"], dict(obs_spec)
+    if theirs != mine:
+        if is_flat(theirs) and is_flat(mine):
+            problems.append(
+                f"obs has shape {list(theirs[FLAT_KEY].shape)} but the env's is "
+                f"{list(mine[FLAT_KEY].shape)}"
+            )
+        else:
+            problems.append(f"obs is {describe(theirs)} but the env's is {describe(mine)}")
     if tuple(meta["action_shape"]) != tuple(action_shape) or meta["action_dtype"] != dtype:
         problems.append(
             f"action is {meta['action_dtype']} {list(meta['action_shape'])} but the env's is "
@@ -324,7 +398,8 @@ def load_dataset(
             rows = {
                 key: _read_rows(path, key, handles[key], count, *columns[key]) for key in columns
             }
-            buffer.add(TensorDict(rows, batch_size=[count]))
+            flat = meta["format_version"] == FLAT_FORMAT
+            buffer.add(TensorDict(_nest(rows, flat), batch_size=[count]))
     return buffer
 
 
@@ -333,7 +408,7 @@ def _new_buffer(
 ) -> ReplayBuffer:
     return ReplayBuffer(
         meta["transitions"],
-        meta["obs_dim"],
+        meta["obs_spec"],
         tuple(meta["action_shape"]),
         getattr(torch, meta["action_dtype"]),
         device,
@@ -343,10 +418,26 @@ def _new_buffer(
 
 
 def _columns(meta: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """Per key, the shape of one row and the dtype: the replay buffer's own schema, taken
-    from a buffer on the meta device (nothing allocated, whatever meta.json claims)."""
+    """Per column file, the shape of one row and the dtype: the replay buffer's own schema,
+    taken from a buffer on the meta device (nothing allocated, whatever meta.json claims)."""
     schema = _new_buffer(meta | {"transitions": 1}, "meta", torch.Generator())
-    return {key: (tuple(col.shape[1:]), col.dtype) for key, col in schema.storage.items()}
+    flat = meta["format_version"] == FLAT_FORMAT
+    return {
+        _column_name(key, flat): (tuple(col.shape[1:]), col.dtype)
+        for key, col in _leaves(schema.storage)
+    }
+
+
+def _nest(rows: dict[str, torch.Tensor], flat: bool) -> dict[str, Any]:
+    """Columns by file stem as the replay buffer's nested keys."""
+    nested: dict[str, Any] = {OBS: {}, NEXT_OBS: {}}
+    for name, value in rows.items():
+        head, _, entry = name.partition(".")
+        if head in nested:
+            nested[head][FLAT_KEY if flat else entry] = value
+        else:
+            nested[name] = value
+    return nested
 
 
 def _row_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:

@@ -56,7 +56,7 @@ def run_episodes(
     """
     n = env.num_envs
     obs = env.reset(seed=seed)
-    slot = StepSlot.allocate(n, env.obs_dim, env.device, env.has_success)
+    slot = StepSlot.allocate(n, env.obs_spec, env.device, env.has_success)
     returns = torch.zeros(n, dtype=torch.float64, device=env.device)
     lengths = torch.zeros(n, dtype=torch.int64, device=env.device)
     running = torch.ones(n, dtype=torch.bool, device=env.device)

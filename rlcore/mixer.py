@@ -66,14 +66,19 @@ class DataMixer:
 
 def _check_same_layout(online: ReplayBuffer, offline: ReplayBuffer) -> None:
     """Both buffers hold the same keys, shapes and dtypes; the error names what differs."""
-    online_keys, offline_keys = set(online.storage.keys()), set(offline.storage.keys())
-    if online_keys != offline_keys:
+
+    def columns(buffer: ReplayBuffer) -> dict[str, torch.Tensor]:
+        leaves = buffer.storage.items(include_nested=True, leaves_only=True)
+        return {key if isinstance(key, str) else "/".join(key): c for key, c in leaves}
+
+    mine_all, theirs_all = columns(online), columns(offline)
+    if set(mine_all) != set(theirs_all):
         raise ValueError(
-            f"the offline dataset holds {sorted(offline_keys)}, the env's transitions "
-            f"{sorted(online_keys)}"
+            f"the offline dataset holds {sorted(theirs_all)}, the env's transitions "
+            f"{sorted(mine_all)}"
         )
-    for key, mine in online.storage.items():  # obs first: the likeliest to differ
-        theirs = offline.storage[key]
+    for key, mine in mine_all.items():  # obs first: the likeliest to differ
+        theirs = theirs_all[key]
         if mine.shape[1:] != theirs.shape[1:] or mine.dtype != theirs.dtype:
             raise ValueError(
                 f"the offline dataset's {key} is {_describe(theirs)} but the env's is "

@@ -53,7 +53,7 @@ class OffPolicyLearner:
                 () if isinstance(env.action_space, spaces.Discrete) else (env.action_dim,)
             )
             action_dtype = torch.int64 if not action_shape else torch.float32
-            check_dataset_fits(rc.offline.path, env.obs_dim, action_shape, action_dtype)
+            check_dataset_fits(rc.offline.path, env.obs_spec, action_shape, action_dtype)
             offline = load_dataset(rc.offline.path, env.device, generator)
         fraction = 0.0 if rc.offline is None else rc.offline.fraction
         self.offline_only = fraction == 1.0
@@ -73,7 +73,7 @@ class OffPolicyLearner:
                 self.buffer.nominal_bytes / 1e9,
             )
         self._random = (
-            UniformRandomPolicy(env.obs_dim, env.action_space).to(env.device)
+            UniformRandomPolicy(env.action_space).to(env.device)
             if isinstance(env.action_space, spaces.Box)
             else None
         )

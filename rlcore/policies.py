@@ -1,5 +1,9 @@
 """Actor-critic and actor-only MLP policies with Gaussian or Categorical action heads.
 
+Policies read observations as named entries (`rlcore.observations`): a TensorDict or a
+mapping of `[B, ...]` tensors (a plain `[B, D]` tensor stands for a flat env's one entry).
+What each network reads, and how, is `rlcore.policy_inputs`.
+
 The collector only ever calls `act` / `act_deterministic` under `torch.inference_mode()`;
 the algorithms call `evaluate`. Distributions are written out by hand (no
 `torch.distributions` objects) because object construction and argument validation cost
@@ -19,6 +23,16 @@ from torch import nn
 
 from rlcore.config import PolicyConfig
 from rlcore.errors import ConfigError
+from rlcore.observations import ObsSpec
+from rlcore.policy_inputs import (
+    Observation,
+    ObservationReader,
+    ReadsObservations,
+    RunningNorm,
+    batch_size,
+)
+
+__all__ = ["Actor", "ActorCritic", "RunningNorm", "SquashedGaussianActor", "make_policy"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 # What each activation module's forward calls (with its default arguments).
@@ -36,39 +50,6 @@ class EvalOutput(NamedTuple):
     log_prob: torch.Tensor
     entropy: torch.Tensor
     value: torch.Tensor | None
-
-
-class RunningNorm(nn.Module):
-    """Running mean/variance observation normaliser; its statistics are saved as buffers."""
-
-    def __init__(self, dim: int, clip: float = 10.0, eps: float = 1e-8) -> None:
-        super().__init__()
-        self.clip, self.eps = clip, eps
-        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
-        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-
-    @torch.no_grad()
-    def update(self, batch: torch.Tensor) -> None:
-        """Merge a batch of observations."""
-        batch = batch.reshape(-1, batch.shape[-1]).double()
-        self.merge(batch.shape[0], batch.mean(0), batch.var(0, unbiased=False))
-
-    @torch.no_grad()
-    def merge(self, n: float, b_mean: torch.Tensor, b_var: torch.Tensor) -> None:
-        """Merge the count, mean and biased variance of a batch (Chan et al. parallel
-        variance); data-parallel ranks merge the moments of all ranks' batches."""
-        total = self.count + n
-        delta = b_mean - self.mean
-        self.mean += delta * (n / total)
-        self.var.copy_(
-            (self.var * self.count + b_var * n + delta**2 * self.count * n / total) / total
-        )
-        self.count.copy_(total)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        scale = (self.var + self.eps).rsqrt().float()
-        return ((obs - self.mean.float()) * scale).clamp_(-self.clip, self.clip)
 
 
 class MLP(nn.Sequential):
@@ -105,12 +86,14 @@ def _mlp(in_dim: int, out_dim: int, cfg: PolicyConfig, out_gain: float) -> MLP:
     return MLP(*layers, head)
 
 
-class Actor(nn.Module):
+class Actor(ReadsObservations):
     """Actor-only policy (critic-free algorithms such as GRPO)."""
 
     has_critic = False
 
-    def __init__(self, obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig) -> None:
+    def __init__(
+        self, obs_spec: ObsSpec | int, action_space: spaces.Space, cfg: PolicyConfig
+    ) -> None:
         super().__init__()
         if isinstance(action_space, spaces.Discrete):
             self.discrete, self.action_dim, out_dim = True, 1, int(action_space.n)
@@ -120,12 +103,11 @@ class Actor(nn.Module):
             self.log_std = nn.Parameter(torch.full((out_dim,), cfg.init_log_std))
         else:
             raise ValueError(f"unsupported action space {action_space}: need Discrete or 1-D Box")
-        self.obs_dim = obs_dim
-        self.obs_norm = RunningNorm(obs_dim) if cfg.normalize_obs else None
-        self.actor = _mlp(obs_dim, out_dim, cfg, out_gain=0.01)
+        self._read_observations(obs_spec, cfg, with_critic=self.has_critic)
+        self.actor = _mlp(self.actor_reader.out_dim, out_dim, cfg, out_gain=0.01)
 
-    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs if self.obs_norm is None else self.obs_norm(obs)
+    def _actor_out(self, obs: Observation) -> torch.Tensor:
+        return self.actor(self.actor_reader(self.inputs.normalized(obs)))
 
     def _networks(self) -> list[nn.Sequential]:
         return [self.actor]
@@ -134,14 +116,15 @@ class Actor(nn.Module):
         """Estimated bytes one sample's forward + backward keeps alive during an update.
 
         Per network: every layer's output and its activation output, saved for backward;
-        plus the normalised observation and its gradient. Against PPO updates measured on
-        CPU (64x64 actor and critic: ~1.6 kB per sample; estimate 2.1 kB) it errs on the
-        large side, which is the safe side for sizing micro-batches.
+        plus its input and that input's gradient, and its image encoders' activations.
+        Against PPO updates measured on CPU (64x64 actor and critic: ~1.6 kB per sample;
+        estimate 2.1 kB) it errs on the large side, the safe side for sizing micro-batches.
         """
-        floats = 2 * self.obs_dim
+        readers = [r for r in (self.actor_reader, self.critic_reader) if r is not None]
+        floats = 2 * max(r.out_dim for r in readers)  # the (widest) input and its gradient
         for net in self._networks():
             floats += 2 * sum(m.out_features for m in net if isinstance(m, nn.Linear))
-        return 4 * floats
+        return 4 * floats + sum(r.activation_bytes_per_sample() for r in readers)
 
     def _sample(
         self, out: torch.Tensor, generator: torch.Generator | None
@@ -157,18 +140,18 @@ class Actor(nn.Module):
         log_prob = (-0.5 * noise.square() - self.log_std - _HALF_LOG_2PI).sum(-1)
         return action, log_prob
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
+    def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
         """Sample actions for a batch of observations (collection; call without grad).
 
         Shape:
-            obs: [B, obs_dim]; action: [B] int64 or [B, action_dim]; log_prob, value: [B]
+            obs: entries [B, ...]; action: [B] int64 or [B, action_dim]; log_prob, value: [B]
         """
-        action, log_prob = self._sample(self.actor(self.normalize(obs)), generator)
+        action, log_prob = self._sample(self._actor_out(obs), generator)
         return ActOutput(action, log_prob, None)
 
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+    def act_deterministic(self, obs: Observation) -> torch.Tensor:
         """Return the mode of the action distribution (evaluation, video)."""
-        out = self.actor(self.normalize(obs))
+        out = self._actor_out(obs)
         return out.argmax(-1) if self.discrete else out
 
     def _log_prob_entropy(
@@ -183,65 +166,70 @@ class Actor(nn.Module):
         entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
         return log_prob, entropy
 
-    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> EvalOutput:
+    def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:
         """Log-probability and entropy of given actions, with gradients (the update)."""
-        log_prob, entropy = self._log_prob_entropy(self.actor(self.normalize(obs)), action)
+        log_prob, entropy = self._log_prob_entropy(self._actor_out(obs), action)
         return EvalOutput(log_prob, entropy, None)
 
 
 class ActorCritic(Actor):
-    """Separate actor and critic MLPs over a shared observation normaliser (PPO)."""
+    """Separate actor and critic MLPs over shared observation normalisers (PPO); each
+    reads its own entries (an asymmetric critic reads privileged state the actor never
+    sees)."""
 
     has_critic = True
 
-    def __init__(self, obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig) -> None:
-        super().__init__(obs_dim, action_space, cfg)
-        self.critic = _mlp(obs_dim, 1, cfg, out_gain=1.0)
+    critic_reader: ObservationReader
+
+    def __init__(
+        self, obs_spec: ObsSpec | int, action_space: spaces.Space, cfg: PolicyConfig
+    ) -> None:
+        super().__init__(obs_spec, action_space, cfg)
+        self.critic = _mlp(self.critic_reader.out_dim, 1, cfg, out_gain=1.0)
 
     def _networks(self) -> list[nn.Sequential]:
         return [self.actor, self.critic]
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """State values. Shape: obs [B, obs_dim] -> [B]."""
-        return self.critic(self.normalize(obs)).squeeze(-1)
+    def value(self, obs: Observation) -> torch.Tensor:
+        """State values. Shape: obs entries [B, ...] -> [B]."""
+        return self.critic(self.critic_reader(self.inputs.normalized(obs))).squeeze(-1)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
-        x = self.normalize(obs)
-        action, log_prob = self._sample(self.actor(x), generator)
-        return ActOutput(action, log_prob, self.critic(x).squeeze(-1))
+    def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
+        x = self.inputs.normalized(obs)
+        action, log_prob = self._sample(self.actor(self.actor_reader(x)), generator)
+        return ActOutput(action, log_prob, self.critic(self.critic_reader(x)).squeeze(-1))
 
-    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> EvalOutput:
-        x = self.normalize(obs)
-        log_prob, entropy = self._log_prob_entropy(self.actor(x), action)
-        return EvalOutput(log_prob, entropy, self.critic(x).squeeze(-1))
+    def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:
+        x = self.inputs.normalized(obs)
+        log_prob, entropy = self._log_prob_entropy(self.actor(self.actor_reader(x)), action)
+        return EvalOutput(log_prob, entropy, self.critic(self.critic_reader(x)).squeeze(-1))
 
 
 def make_policy(
-    obs_dim: int, action_space: spaces.Space, cfg: PolicyConfig, with_critic: bool
+    obs_spec: ObsSpec, action_space: spaces.Space, cfg: PolicyConfig, with_critic: bool
 ) -> Actor:
     """Build an actor-critic (algorithms with a value function) or an actor-only policy."""
-    return (ActorCritic if with_critic else Actor)(obs_dim, action_space, cfg)
+    return (ActorCritic if with_critic else Actor)(obs_spec, action_space, cfg)
 
 
 # The builtin algorithms' policy factories (`AlgorithmSpec.policy`): evaluation and videos
-# build the trained policy from these without importing the training code (tensordict and,
-# through it, torch._dynamo: ~1.5 s of every evaluate and video process).
+# build the trained policy from these without importing the algorithms' training code.
 def actor_critic_policy(
-    obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: object
+    obs_spec: ObsSpec, action_space: spaces.Space, policy: PolicyConfig, cfg: object
 ) -> ActorCritic:
     """PPO's: an actor-critic, since PPO learns a value function for its advantages."""
-    return ActorCritic(obs_dim, action_space, policy)
+    return ActorCritic(obs_spec, action_space, policy)
 
 
 def actor_policy(
-    obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: object
+    obs_spec: ObsSpec, action_space: spaces.Space, policy: PolicyConfig, cfg: object
 ) -> Actor:
     """GRPO's: an actor alone, GRPO being critic-free."""
-    return Actor(obs_dim, action_space, policy)
+    return Actor(obs_spec, action_space, policy)
 
 
 def squashed_gaussian_policy(
-    obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: object
+    obs_spec: ObsSpec, action_space: spaces.Space, policy: PolicyConfig, cfg: object
 ) -> SquashedGaussianActor:
     """SAC's squashed Gaussian actor; it needs a bounded 1-D Box action space."""
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
@@ -254,7 +242,7 @@ def squashed_gaussian_policy(
             f"algorithm.name 'sac' squashes actions into the Box's bounds, and this env's "
             f"are not finite ({action_space})"
         )
-    return SquashedGaussianActor(obs_dim, action_space, policy)
+    return SquashedGaussianActor(obs_spec, action_space, policy)
 
 
 def _log_squash_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
@@ -263,36 +251,49 @@ def _log_squash_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
     return (2.0 * (math.log(2.0) - pre_tanh - nn.functional.softplus(-2.0 * pre_tanh))).sum(-1)
 
 
-class SquashedGaussianActor(nn.Module):
+class SquashedGaussianActor(ReadsObservations):
     """A tanh-squashed Gaussian policy over a bounded Box (SAC; Haarnoja et al., 2018).
 
     The network outputs a mean and a state-dependent log-std; actions are
     `tanh(u) * scale + bias` for `u ~ N(mean, std)`, so they always lie in the Box, and the
     log-probability carries the change-of-variables correction of the squashing. The
-    normaliser (`normalize_obs`) is shared with the critics, which read `normalize`.
+    normalisers (`normalize_obs`) are shared with the critics, which read the entries of
+    `critic_keys` (`features`).
     """
 
     has_critic = False
     discrete = False
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+    critic_reader: ObservationReader
 
-    def __init__(self, obs_dim: int, action_space: spaces.Box, cfg: PolicyConfig) -> None:
+    def __init__(self, obs_spec: ObsSpec | int, action_space: spaces.Box, cfg: PolicyConfig):
         super().__init__()
-        self.obs_dim, self.action_dim = obs_dim, int(action_space.shape[0])
+        self.action_dim = int(action_space.shape[0])
         low = torch.as_tensor(action_space.low, dtype=torch.float32)
         high = torch.as_tensor(action_space.high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
-        self.obs_norm = RunningNorm(obs_dim) if cfg.normalize_obs else None
+        self._read_observations(obs_spec, cfg, with_critic=True)
+        if self.actor_reader.encoders or self.critic_reader.encoders:
+            images = [*self.actor_reader.encoders, *self.critic_reader.encoders]
+            raise ConfigError(
+                f"algorithm.name 'sac' does not read images yet (entries {sorted(set(images))}); "
+                "use ppo, or policy.actor_obs / critic_obs without them"
+            )
         layers: list[nn.Module] = []
-        in_dim = obs_dim
+        in_dim = self.actor_reader.out_dim
         for size in cfg.hidden_sizes:
             layers += [nn.Linear(in_dim, size), ACTIVATIONS[cfg.activation]()]
             in_dim = size
         self.actor = nn.Sequential(*layers, nn.Linear(in_dim, 2 * self.action_dim))
 
-    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs if self.obs_norm is None else self.obs_norm(obs)
+    def features(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's and the critics' inputs: their entries, normalised, concatenated."""
+        x = self.inputs.normalized(obs)
+        return self.actor_reader(x), self.critic_reader(x)
+
+    def _actor_input(self, obs: Observation) -> torch.Tensor:
+        return self.actor_reader(self.inputs.normalized(obs))
 
     def _mean_log_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Under bf16 autocast (SAC's `precision`) the sampling math stays in x's dtype.
@@ -303,10 +304,10 @@ class SquashedGaussianActor(nn.Module):
         self, x: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised squashed actions in [-1, 1] and their log-probabilities, with
-        gradients, from already normalised observations (the SAC losses).
+        gradients, from the actor's input (`features`; the SAC losses).
 
         Shape:
-            x: [B, obs_dim]; returns [B, action_dim] and [B]
+            x: [B, actor input]; returns [B, action_dim] and [B]
         """
         mean, log_std = self._mean_log_std(x)
         noise = torch.randn(mean.shape, generator=generator, device=mean.device)
@@ -322,14 +323,14 @@ class SquashedGaussianActor(nn.Module):
         """Map Box actions back onto [-1, 1] (what the critics read)."""
         return (action - self.action_bias) / self.action_scale
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
-        """Sample Box actions (collection; call without grad). Shape: obs [B, obs_dim]."""
-        squashed, log_prob = self.sample_normalized(self.normalize(obs), generator)
+    def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
+        """Sample Box actions (collection; call without grad). Shape: entries [B, ...]."""
+        squashed, log_prob = self.sample_normalized(self._actor_input(obs), generator)
         return ActOutput(self.to_env(squashed), log_prob, None)
 
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+    def act_deterministic(self, obs: Observation) -> torch.Tensor:
         """The squashed mean action (evaluation, video)."""
-        mean, _ = self._mean_log_std(self.normalize(obs))
+        mean, _ = self._mean_log_std(self._actor_input(obs))
         return self.to_env(mean.tanh())
 
 
@@ -338,17 +339,16 @@ class UniformRandomPolicy(nn.Module):
 
     has_critic = False
 
-    def __init__(self, obs_dim: int, action_space: spaces.Box) -> None:
+    def __init__(self, action_space: spaces.Box) -> None:
         super().__init__()
-        self.obs_dim, self.action_dim = obs_dim, int(action_space.shape[0])
+        self.action_dim = int(action_space.shape[0])
         low = torch.as_tensor(action_space.low, dtype=torch.float32)
         high = torch.as_tensor(action_space.high, dtype=torch.float32)
         self.register_buffer("low", low)
         self.register_buffer("width", high - low)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> ActOutput:
-        u = torch.rand(
-            (obs.shape[0], self.low.shape[0]), generator=generator, device=self.low.device
-        )
+    def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
+        n, device = batch_size(obs), self.low.device
+        u = torch.rand((n, self.low.shape[0]), generator=generator, device=device)
         action = torch.addcmul(self.low, u, self.width)
-        return ActOutput(action, torch.zeros(obs.shape[0], device=obs.device), None)
+        return ActOutput(action, torch.zeros(n, device=device), None)

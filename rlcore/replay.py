@@ -4,13 +4,16 @@ Storage is one TensorDict of batch shape `[capacity]`, allocated once:
 
 | key          | shape            | dtype            | meaning                                  |
 |--------------|------------------|------------------|------------------------------------------|
-| `obs`        | [C, D]           | float32          | observation the action was taken from    |
+| `obs`        | [C] entries      | per entry        | observation the action was taken from    |
 | `action`     | [C, A] or [C]    | float32 / int64  | the action, in the env's own space       |
 | `reward`     | [C]              | float32          | reward of the transition                 |
-| `next_obs`   | [C, D]           | float32          | the observation the transition led to    |
+| `next_obs`   | [C] entries      | per entry        | the observation the transition led to    |
 | `terminated` | [C]              | bool             | the MDP ended: never bootstrap           |
 | `truncated`  | [C]              | bool             | the time limit ended it (statistics)     |
 | `success`    | [C]              | bool             | envs that report success (statistics)    |
+
+`obs` and `next_obs` are nested TensorDicts of the env's named observation entries
+(`rlcore.observations`), each with its own dtype.
 
 `next_obs` is the true successor, also where an episode ended: for a done transition it is
 the env's final observation, never the first observation of the next episode that an
@@ -29,6 +32,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv
+from rlcore.observations import FLAT_KEY, ObsSpec, allocate, as_spec
 from rlcore.rollout import (
     ACTION,
     DONE,
@@ -43,6 +47,15 @@ from rlcore.rollout import (
 )
 
 NEXT_OBS = "next_obs"
+
+
+def _name(key: str | tuple[str, ...]) -> str:
+    """A storage column's name in saved state: `obs/state`, `action`."""
+    return key if isinstance(key, str) else "/".join(key)
+
+
+# Saved buffers from before named observation entries.
+_LEGACY_NAMES = {OBS: f"{OBS}/{FLAT_KEY}", NEXT_OBS: f"{NEXT_OBS}/{FLAT_KEY}"}
 
 
 class ReplayBuffer:
@@ -69,7 +82,7 @@ class ReplayBuffer:
     def __init__(
         self,
         capacity: int,
-        obs_dim: int,
+        obs_spec: ObsSpec | int,
         action_shape: tuple[int, ...],
         action_dtype: torch.dtype,
         device: torch.device | str,
@@ -85,16 +98,18 @@ class ReplayBuffer:
             return torch.zeros(capacity, *shape, dtype=dtype, device=self.device)
 
         fields = {
-            OBS: column(obs_dim),
+            OBS: allocate(as_spec(obs_spec), (capacity,), self.device),
             ACTION: column(*action_shape, dtype=action_dtype),
             REWARD: column(),
-            NEXT_OBS: column(obs_dim),
+            NEXT_OBS: allocate(as_spec(obs_spec), (capacity,), self.device),
             TERMINATED: column(dtype=torch.bool),
             TRUNCATED: column(dtype=torch.bool),
         }
         if with_success:
             fields[SUCCESS] = column(dtype=torch.bool)
         self.storage = TensorDict(fields, batch_size=[capacity], device=self.device)
+        # (key, column) of every stored tensor; observation entries are nested keys.
+        self._columns = list(self.storage.items(include_nested=True, leaves_only=True))
         self.cursor = 0  # where the next transition goes
         self.size = 0  # filled slots
         self._lock = threading.Lock()
@@ -107,7 +122,7 @@ class ReplayBuffer:
         discrete = isinstance(env.action_space, spaces.Discrete)
         return ReplayBuffer(
             capacity,
-            env.obs_dim,
+            env.obs_spec,
             () if discrete else (env.action_dim,),
             torch.int64 if discrete else torch.float32,
             env.device,
@@ -121,7 +136,7 @@ class ReplayBuffer:
     @property
     def nominal_bytes(self) -> int:
         """Bytes held by the storage."""
-        return sum(t.numel() * t.element_size() for t in self.storage.values())
+        return sum(c.numel() * c.element_size() for _, c in self._columns)
 
     def _slices(self, count: int) -> list[tuple[slice, slice]]:
         """(storage rows, source rows) pairs for `count` transitions at the cursor."""
@@ -145,7 +160,7 @@ class ReplayBuffer:
             if count > self.capacity:
                 batch, count = batch[count - self.capacity :], self.capacity
             for rows, source in self._slices(count):
-                for key, column in self.storage.items():
+                for key, column in self._columns:
                     column[rows].copy_(batch[key][source])
             self._advance(count)
 
@@ -157,40 +172,48 @@ class ReplayBuffer:
         invalid steps) keeps only the valid transitions; that path allocates.
         """
         horizon = num_steps(rollout)
-        # Time-major [T, N, ...] views; contiguous in the rollout's own storage order.
-        obs = rollout[OBS].transpose(0, 1)
-        done = rollout[DONE].transpose(0, 1)[:horizon].reshape(-1)
+
+        def steps(value: torch.Tensor) -> torch.Tensor:
+            """Time-major [T * N, ...] rows of a rollout field (contiguous in its layout)."""
+            return value.transpose(0, 1)[:horizon].flatten(0, 1)
+
+        done = steps(rollout[DONE])
         flat = {
-            OBS: obs[:horizon].flatten(0, 1),
-            ACTION: rollout[ACTION].transpose(0, 1)[:horizon].flatten(0, 1),
-            REWARD: rollout[REWARD].transpose(0, 1)[:horizon].reshape(-1),
-            TERMINATED: rollout[TERMINATED].transpose(0, 1)[:horizon].reshape(-1),
-            TRUNCATED: rollout[TRUNCATED].transpose(0, 1)[:horizon].reshape(-1),
+            ACTION: steps(rollout[ACTION]),
+            REWARD: steps(rollout[REWARD]),
+            TERMINATED: steps(rollout[TERMINATED]),
+            TRUNCATED: steps(rollout[TRUNCATED]),
         }
         if SUCCESS in self.storage:
-            flat[SUCCESS] = rollout[SUCCESS].transpose(0, 1)[:horizon].reshape(-1)
-        following = obs[1:].flatten(0, 1)
-        final = rollout[FINAL_OBS].transpose(0, 1)[:horizon].flatten(0, 1)
+            flat[SUCCESS] = steps(rollout[SUCCESS])
+        entries = [
+            (key, steps(value), value.transpose(0, 1)[1:].flatten(0, 1), steps(final))
+            for (key, value), final in zip(
+                rollout[OBS].items(), rollout[FINAL_OBS].values(), strict=True
+            )
+        ]
+        for key, obs, _, _ in entries:
+            flat[(OBS, key)] = obs
         if MASK in rollout:
-            valid = rollout[MASK].transpose(0, 1)[:horizon].reshape(-1)
+            valid = steps(rollout[MASK])
             flat = {key: value[valid] for key, value in flat.items()}
-            done, following, final = done[valid], following[valid], final[valid]
+            done = done[valid]
+            entries = [(k, o, f[valid], e[valid]) for k, o, f, e in entries]
         with self._lock:
             count = done.shape[0]
             if count > self.capacity:
                 skip = count - self.capacity
                 flat = {key: value[skip:] for key, value in flat.items()}
-                done, following, final = done[skip:], following[skip:], final[skip:]
+                done = done[skip:]
+                entries = [(k, o, f[skip:], e[skip:]) for k, o, f, e in entries]
                 count = self.capacity
             for rows, source in self._slices(count):
                 for key, value in flat.items():
                     self.storage[key][rows].copy_(value[source])
-                torch.where(
-                    done[source].unsqueeze(-1),
-                    final[source],
-                    following[source],
-                    out=self.storage[NEXT_OBS][rows],
-                )
+                for key, _, following, final in entries:
+                    ended = done[source].view(-1, *[1] * (following.dim() - 1))
+                    out = self.storage[NEXT_OBS, key][rows]
+                    torch.where(ended, final[source], following[source], out=out)
             self._advance(count)
 
     def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict:
@@ -217,19 +240,15 @@ class ReplayBuffer:
             if self.size == 0:
                 raise ValueError("cannot sample from an empty replay buffer")
             torch.randint(self.size, (batch_size,), generator=self.generator, out=index)
-            for key, column in self.storage.items():
-                torch.index_select(column, 0, index, out=out[key])
+            for key, column in self._columns:
+                torch.index_select(column, 0, index, out=out.get(key))
         return out
 
     def empty_batch(self, batch_size: int) -> TensorDict:
         """An uninitialised batch with the storage's keys, shapes and dtypes."""
-        return TensorDict(
-            {
-                key: torch.empty(batch_size, *c.shape[1:], dtype=c.dtype, device=self.device)
-                for key, c in self.storage.items()
-            },
+        return self.storage.apply(
+            lambda c: torch.empty(batch_size, *c.shape[1:], dtype=c.dtype, device=c.device),
             batch_size=[batch_size],
-            device=self.device,
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -243,7 +262,7 @@ class ReplayBuffer:
                 "cursor": self.cursor,
                 "size": self.size,
                 "storage": {
-                    k: v[: self.size].to("cpu", copy=True) for k, v in self.storage.items()
+                    _name(k): v[: self.size].to("cpu", copy=True) for k, v in self._columns
                 },
             }
 
@@ -259,20 +278,20 @@ class ReplayBuffer:
                 f"capacity {self.capacity}"
             )
         saved, size, cursor = state["storage"], int(state["size"]), int(state["cursor"])
-        if set(saved) != set(self.storage.keys()):
-            raise ValueError(
-                f"replay state holds {sorted(saved)}, the buffer {sorted(self.storage.keys())}"
-            )
+        saved = {_LEGACY_NAMES.get(name, name): rows for name, rows in saved.items()}
+        names = {_name(key) for key, _ in self._columns}
+        if set(saved) != names:
+            raise ValueError(f"replay state holds {sorted(saved)}, the buffer {sorted(names)}")
         if not (0 <= size <= self.capacity and 0 <= cursor < self.capacity):
             raise ValueError(f"replay state's size {size} / cursor {cursor} out of range")
-        for key, column in self.storage.items():
-            rows = saved[key]
+        for key, column in self._columns:
+            rows = saved[_name(key)]
             if rows.shape != (size, *column.shape[1:]) or rows.dtype != column.dtype:
                 raise ValueError(
-                    f"replay state's {key} is {rows.dtype} {list(rows.shape)}, the buffer "
-                    f"needs {column.dtype} {[size, *column.shape[1:]]}"
+                    f"replay state's {_name(key)} is {rows.dtype} {list(rows.shape)}, the "
+                    f"buffer needs {column.dtype} {[size, *column.shape[1:]]}"
                 )
         with self._lock:
-            for key, column in self.storage.items():
-                column[:size].copy_(saved[key])
+            for key, column in self._columns:
+                column[:size].copy_(saved[_name(key)])
             self.cursor, self.size = cursor, size

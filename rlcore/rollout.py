@@ -4,7 +4,7 @@ Layout (N envs, T steps; all on the training device):
 
 | key               | shape              | dtype   | index T   | written by              |
 |-------------------|--------------------|---------|-----------|-------------------------|
-| `obs`             | [N, T+1, D]        | float32 | bootstrap | env (t+1), collector (0) |
+| `obs`             | [N, T+1] entries   | each's  | bootstrap | env (t+1), collector (0) |
 | `action`          | [N, T+1, A] or [N, T+1] | float32 / int64 | padding | collector    |
 | `sample_log_prob` | [N, T+1]           | float32 | padding   | collector               |
 | `value`           | [N, T+1]           | float32 | bootstrap | collector (critic only) |
@@ -15,8 +15,12 @@ Layout (N envs, T steps; all on the training device):
 | `advantage`       | [N, T+1]           | float32 | padding   | algorithm, in place     |
 | `value_target`    | [N, T+1]           | float32 | padding   | algorithm (critic only) |
 | `mask`            | [N, T+1]           | bool    | padding   | collector (GRPO only)   |
-| `final_obs`       | [N, T+1, D]        | float32 | padding   | collector (off-policy)  |
+| `final_obs`       | [N, T+1] entries   | each's  | padding   | collector (off-policy)  |
 | `ref_log_prob`    | [N, T+1]           | float32 | padding   | algorithm (GRPO only)   |
+
+`obs` and `final_obs` are nested TensorDicts with one entry per named observation entry of
+the env (`rlcore.observations`; a flat env's one entry is `obs/state`, float32 `[N, T+1, D]`),
+each with its own shape and dtype: camera images are stored as uint8 `[N, T+1, C, H, W]`.
 
 `final_obs[:, t]` is the true final observation of a transition done at t (stale elsewhere):
 an off-policy learner stores it as that transition's `next_obs`, since `obs[:, t + 1]` is
@@ -48,6 +52,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv, StepSlot
+from rlcore.observations import ObsSpec, allocate
 
 OBS = "obs"
 ACTION = "action"
@@ -72,7 +77,7 @@ class RolloutSpec:
 
     num_envs: int
     num_steps: int
-    obs_dim: int
+    obs_spec: ObsSpec
     action_shape: tuple[int, ...]
     action_dtype: torch.dtype
     with_value: bool
@@ -97,7 +102,7 @@ class RolloutSpec:
         return RolloutSpec(
             num_envs=env.num_envs,
             num_steps=num_steps,
-            obs_dim=env.obs_dim,
+            obs_spec=env.obs_spec,
             action_shape=() if discrete else (env.action_dim,),
             action_dtype=torch.int64 if discrete else torch.float32,
             with_value=with_value,
@@ -125,7 +130,7 @@ def make_rollout(spec: RolloutSpec) -> TensorDict:
         return time_major(dtype=dtype)
 
     fields = {
-        OBS: time_major(spec.obs_dim),
+        OBS: allocate(spec.obs_spec, (n, t1), dev, time_major=True),
         ACTION: time_major(*spec.action_shape, dtype=spec.action_dtype),
         SAMPLE_LOG_PROB: scalar(),
         REWARD: scalar(),
@@ -141,7 +146,7 @@ def make_rollout(spec: RolloutSpec) -> TensorDict:
     if spec.with_mask:
         fields |= {MASK: scalar(torch.bool), REF_LOG_PROB: scalar()}
     if spec.with_final_obs:
-        fields[FINAL_OBS] = time_major(spec.obs_dim)
+        fields[FINAL_OBS] = allocate(spec.obs_spec, (n, t1), dev, time_major=True)
     return TensorDict(fields, batch_size=[n, t1], device=dev)
 
 
@@ -182,4 +187,6 @@ def step_slots(rollout: TensorDict, with_valid: bool = False) -> list[StepSlot]:
 
 def nominal_bytes(rollout: TensorDict) -> int:
     """Bytes held by the rollout's tensors (the yardstick for update-time memory)."""
-    return sum(t.numel() * t.element_size() for t in rollout.values(include_nested=True))
+    return sum(
+        t.numel() * t.element_size() for t in rollout.values(include_nested=True, leaves_only=True)
+    )

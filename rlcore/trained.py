@@ -17,7 +17,7 @@ def build_policy(cfg: ExperimentConfig, env: BatchedEnv) -> Actor:
     """The (untrained) policy `cfg`'s algorithm trains on `env`; raises `ConfigError` when
     the algorithm cannot drive the env (SAC on discrete actions), before any file is read."""
     make_policy = algorithm_spec(cfg.algorithm).load_policy_factory()
-    return make_policy(env.obs_dim, env.action_space, cfg.policy, cfg.algo)
+    return make_policy(env.obs_spec, env.action_space, cfg.policy, cfg.algo)
 
 
 def load_trained_policy(

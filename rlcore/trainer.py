@@ -103,7 +103,7 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(tc.seed)
             self.policy = algorithm.make_policy(
-                self.env.obs_dim, self.env.action_space, cfg.policy, cfg.algo
+                self.env.obs_spec, self.env.action_space, cfg.policy, cfg.algo
             ).to(device)
         dist.broadcast_module(self.policy)
         self.generator = torch.Generator(device=device)
@@ -197,7 +197,7 @@ class Trainer:
             # Updated after the update so acting and learning in one iteration share stats.
             # Ranks merge the moments of all ranks' observations, so all keep equal stats.
             obs = transition_view(self.rollout)[OBS]
-            self.policy.obs_norm.merge(*self.dist.pooled_moments(obs))
+            self.policy.inputs.merge(obs, self.dist.pooled_moments)
         self.iteration += 1
         self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
         t2 = time.perf_counter()
@@ -215,8 +215,9 @@ class Trainer:
 
     def _check_finite(self) -> None:
         tv = transition_view(self.rollout)
-        for key, tensor in ((OBS, self.rollout[OBS]), (REWARD, tv[REWARD])):
-            if not torch.isfinite(tensor).all():
+        checked = [(f"{OBS}/{key}", value) for key, value in self.rollout[OBS].items()]
+        for key, tensor in [*checked, (REWARD, tv[REWARD])]:
+            if tensor.dtype.is_floating_point and not torch.isfinite(tensor).all():
                 raise NonFiniteError(
                     f"the env produced a non-finite {key} in iteration {self.iteration + 1}; "
                     "training stopped and the last checkpoint was left as it was"

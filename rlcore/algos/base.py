@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # stages that only evaluate a policy should not pay for impor
     from rlcore.config import ExperimentConfig, PolicyConfig
     from rlcore.distributed import Distributed
     from rlcore.envs.base import BatchedEnv
+    from rlcore.observations import ObsSpec
     from rlcore.policies import Actor
 
 
@@ -54,9 +55,10 @@ class Algorithm(Protocol):
 
     @staticmethod
     def make_policy(
-        obs_dim: int, action_space: spaces.Space, policy: PolicyConfig, cfg: Any
+        obs_spec: ObsSpec, action_space: spaces.Space, policy: PolicyConfig, cfg: Any
     ) -> Actor:
-        """The policy this algorithm trains (what evaluation and video load)."""
+        """The policy this algorithm trains (what evaluation and video load), for the env's
+        observation entries (`rlcore.observations`)."""
         ...
 
     @classmethod

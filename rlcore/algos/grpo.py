@@ -148,13 +148,13 @@ class GRPO:
         """`ref_log_prob` of every transition, a block of time steps of all envs at a time."""
         num_envs, num_steps = rollout.batch_size[0], rollout.batch_size[1] - 1
         # Time-major [T, N, ...] views: contiguous in the rollout's own layout.
-        obs = rollout[OBS][:, :-1].transpose(0, 1)
+        obs = {key: value[:, :-1].transpose(0, 1) for key, value in rollout[OBS].items()}
         action = rollout[ACTION][:, :-1].transpose(0, 1)
         out = rollout[REF_LOG_PROB][:, :-1].transpose(0, 1)
         steps = max(1, _REFERENCE_CHUNK // num_envs)
         for t in range(0, num_steps, steps):
             block = slice(t, t + steps)
-            o = obs[block].reshape(-1, obs.shape[-1])
+            o = {key: value[block].flatten(0, 1) for key, value in obs.items()}
             a = action[block].reshape(-1, *action.shape[2:])
             out[block] = self.reference.evaluate(o, a).log_prob.view(-1, num_envs)
 

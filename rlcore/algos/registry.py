@@ -61,7 +61,7 @@ class AlgorithmSpec:
         return _attribute(self.factory)
 
     def load_policy_factory(self) -> Any:
-        """`make_policy(obs_dim, action_space, policy_cfg, algo_cfg)` of the algorithm,
+        """`make_policy(obs_spec, action_space, policy_cfg, algo_cfg)` of the algorithm,
         from `policy` when given (lighter), else from the algorithm class."""
         return _attribute(self.policy) if self.policy else self.load().make_policy
 

@@ -103,7 +103,8 @@ class SAC:
     ) -> None:
         self.actor, self.cfg, self.generator = actor, cfg, generator
         device = actor.action_scale.device
-        self.critic = TwinQ(actor.obs_dim, actor.action_dim, critic_hidden_sizes, activation)
+        critic_input = actor.critic_reader.out_dim
+        self.critic = TwinQ(critic_input, actor.action_dim, critic_hidden_sizes, activation)
         self.critic.to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(
@@ -139,9 +140,9 @@ class SAC:
         """
         cfg, actor = self.cfg, self.actor
         with torch.no_grad():
-            next_x = actor.normalize(batch[NEXT_OBS])
+            next_x, next_critic_x = actor.features(batch[NEXT_OBS])
             next_action, next_log_prob = actor.sample_normalized(next_x, self.generator)
-            next_q = self.critic_target(next_x, next_action).amin(0)
+            next_q = self.critic_target(next_critic_x, next_action).amin(0)
             soft_value = next_q - alpha * next_log_prob
             keep = (~batch[TERMINATED]).float()
             return batch[REWARD] * cfg.reward_scale + cfg.gamma * keep * soft_value
@@ -155,8 +156,8 @@ class SAC:
         alpha = self.log_alpha.detach().exp()
         with self._autocast():
             target = self.critic_target_value(batch, alpha)
-            x = actor.normalize(batch[OBS])
-            q = self.critic(x, actor.from_env(batch[ACTION]))
+            x, critic_x = actor.features(batch[OBS])
+            q = self.critic(critic_x, actor.from_env(batch[ACTION]))
         critic_loss = 0.5 * (q - target).square().mean(1).sum()
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -165,7 +166,7 @@ class SAC:
         self.critic.requires_grad_(False)  # the actor's loss moves the actor alone
         with self._autocast():
             action, log_prob = actor.sample_normalized(x, self.generator)
-            q_pi = self.critic(x, action).amin(0)
+            q_pi = self.critic(critic_x, action).amin(0)
         actor_loss = (alpha * log_prob - q_pi).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()

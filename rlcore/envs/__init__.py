@@ -12,12 +12,14 @@ from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
+from rlcore.envs.push_cube_pixels import PushCubePixels
 from rlcore.errors import ConfigError
 
 ENVS: dict[str, Callable[..., BatchedEnv]] = {
     "cartpole": CartPole,
     "pendulum": Pendulum,
     "push_cube": PushCube,
+    "push_cube_pixels": PushCubePixels,
 }
 
 
@@ -123,6 +125,7 @@ __all__ = [
     "EnvConfig",
     "Pendulum",
     "PushCube",
+    "PushCubePixels",
     "StepSlot",
     "TorchEnv",
     "check_device",

@@ -14,14 +14,20 @@ Keys an env writes for the transition at time index `t` (all on `env.device`):
 | `truncated`  | `[N]`         | bool    | `t`           | the time limit ended the episode |
 | `done`       | `[N]`         | bool    | `t`           | `terminated | truncated`        |
 | `success`    | `[N]`         | bool    | `t`           | only envs with `has_success`    |
-| `next_obs`   | `[N, obs_dim]`| float32 | `t + 1`       | observation the policy sees next |
+| `next_obs`   | `[N]` TensorDict | its entries' | `t + 1`    | observation the policy sees next |
+
+Observations are TensorDicts of named entries (`rlcore.observations`): `env.obs_spec` names
+each entry's shape and dtype, read off `observation_space` (a flat `Box` is the one entry
+`state` float32 `[obs_dim]`; a `Dict` of `Box`es one entry per key). Images are uint8
+`[C, H, W]`.
 
 Auto-reset: an instance whose transition is `done` is reset inside the same `step()` call.
 Its `next_obs` (rollout `obs[:, t + 1]`) is therefore the first observation of the *new*
 episode, never the last observation of the old one. The true final observation of each
 instance that is done (before its auto-reset) is in the matching row of `env.final_obs`
-(`[N, obs_dim]`); rows of instances that are not done hold stale data. `step()` overwrites
-it, so a learner that bootstraps truncated transitions reads it right after `step()`.
+(a TensorDict `[N]` of the spec's entries); rows of instances that are not done hold stale
+data. `step()` overwrites it, so a learner that bootstraps truncated transitions reads it
+right after `step()`.
 
 Invalid steps: an env that cannot reset an instance within the step that ends its episode
 (a Gymnasium next-step vector env, through the bridge) sets `has_invalid_steps`. Its
@@ -55,6 +61,18 @@ from dataclasses import dataclass
 import gymnasium.spaces as spaces
 import numpy as np
 import torch
+from tensordict import TensorDict
+
+from rlcore.observations import (
+    FLAT_KEY,
+    ObsEntry,
+    ObsSpec,
+    allocate,
+    flat_dim,
+    is_flat,
+    obs_spec,
+    with_privileged,
+)
 
 
 def check_group_size(num_reset: int, group_size: int) -> None:
@@ -74,7 +92,7 @@ class StepSlot:
     terminated: torch.Tensor
     truncated: torch.Tensor
     done: torch.Tensor
-    next_obs: torch.Tensor
+    next_obs: TensorDict
     success: torch.Tensor | None = None
     # Only for envs with `has_invalid_steps`: false where the step was no real transition.
     valid: torch.Tensor | None = None
@@ -86,11 +104,15 @@ class StepSlot:
     @functools.cached_property
     def host_views(self) -> tuple[np.ndarray, ...]:
         """numpy views of a CPU slot (next_obs, reward, terminated, truncated, done, then
-        valid if present), made once: host-side envs write through them without a copy."""
-        fields = [self.next_obs, self.reward, self.terminated, self.truncated, self.done]
+        valid if present), made once: host-side envs write through them without a copy.
+        `next_obs` is the flat observation's one entry (an empty array for named entries:
+        those envs write `next_obs` themselves)."""
+        flat = self.next_obs.get(FLAT_KEY, None)
+        obs = np.empty(0, np.float32) if flat is None else flat.numpy()
+        fields = [self.reward, self.terminated, self.truncated, self.done]
         if self.valid is not None:
             fields.append(self.valid)
-        return tuple(t.numpy() for t in fields)
+        return (obs, *(t.numpy() for t in fields))
 
     @functools.cached_property
     def host_action(self) -> np.ndarray:
@@ -100,7 +122,9 @@ class StepSlot:
         return self.action.numpy()
 
     @staticmethod
-    def allocate(num_envs: int, obs_dim: int, device: torch.device, with_success: bool) -> StepSlot:
+    def allocate(
+        num_envs: int, spec: ObsSpec, device: torch.device, with_success: bool
+    ) -> StepSlot:
         """Allocate standalone storage (evaluation, tests); training writes into the rollout."""
 
         def flags() -> torch.Tensor:
@@ -111,7 +135,7 @@ class StepSlot:
             terminated=flags(),
             truncated=flags(),
             done=flags(),
-            next_obs=torch.zeros(num_envs, obs_dim, device=device),
+            next_obs=allocate(spec, (num_envs,), device),
             success=flags() if with_success else None,
         )
 
@@ -123,7 +147,7 @@ class BatchedEnv(abc.ABC):
     (`rlcore.envs.gym_bridge`) implements it over any Gymnasium vector env.
     """
 
-    observation_space: spaces.Box
+    observation_space: spaces.Box | spaces.Dict
     action_space: spaces.Box | spaces.Discrete
     max_episode_steps: int
     has_success: bool = False
@@ -136,11 +160,20 @@ class BatchedEnv(abc.ABC):
     bit_reproducible: bool = True
     num_envs: int
     device: torch.device
-    final_obs: torch.Tensor
+    final_obs: TensorDict
+
+    # Entries of a Dict observation that only a critic should read (simulator state).
+    privileged_obs: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def obs_spec(self) -> dict[str, ObsEntry]:
+        """The observation's named entries (`rlcore.observations`)."""
+        return with_privileged(obs_spec(self.observation_space), self.privileged_obs)
 
     @property
     def obs_dim(self) -> int:
-        return int(self.observation_space.shape[0])
+        """Width of a flat env's observation vector (ValueError for structured ones)."""
+        return flat_dim(self.obs_spec)
 
     @property
     def action_dim(self) -> int:
@@ -155,11 +188,11 @@ class BatchedEnv(abc.ABC):
         seed: int | None = None,
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
-    ) -> torch.Tensor:
+    ) -> TensorDict:
         """Reset all (or `env_ids`) instances and return the current observation of all N.
 
         Shape:
-            return: [N, obs_dim] float32, a new tensor
+            return: a new TensorDict [N] of the spec's entries
         """
 
     @abc.abstractmethod
@@ -191,6 +224,10 @@ class TorchEnv(BatchedEnv):
 
     Subclasses implement the physics through four hooks; this class owns the episode clock,
     truncation, `done`, `final_obs`, auto-reset, seeding and state (de)serialisation.
+
+    `_observe(out)` writes observations: `out` is the one entry's `[N, obs_dim]` tensor for a
+    flat `Box` env (so a flat env never sees a TensorDict), or the TensorDict `[N]` of the
+    entries for a `Dict` env.
     """
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu") -> None:
@@ -206,7 +243,9 @@ class TorchEnv(BatchedEnv):
         self._time_limit = torch.tensor(
             self.max_episode_steps, dtype=torch.int32, device=self.device
         )
-        self.final_obs = torch.zeros(num_envs, self.obs_dim, device=self.device)
+        self._flat = is_flat(self.obs_spec)
+        self.final_obs = allocate(self.obs_spec, (num_envs,), self.device)
+        self._final_target = self._observation_target(self.final_obs)
         self._all_ids = torch.arange(num_envs, device=self.device)
 
     # --- hooks a task implements -------------------------------------------------------
@@ -228,8 +267,9 @@ class TorchEnv(BatchedEnv):
         """Resample instances `env_ids`; each block of `group_size` ids shares one state."""
 
     @abc.abstractmethod
-    def _observe(self, out: torch.Tensor) -> None:
-        """Write the current observation of every instance into `out` ([N, obs_dim])."""
+    def _observe(self, out: torch.Tensor | TensorDict) -> None:
+        """Write the current observation of every instance into `out` ([N, obs_dim] for a
+        flat env, else the TensorDict [N] of the entries)."""
 
     @abc.abstractmethod
     def _physics_state(self) -> dict[str, torch.Tensor]:
@@ -249,16 +289,20 @@ class TorchEnv(BatchedEnv):
         seed: int | None = None,
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
-    ) -> torch.Tensor:
+    ) -> TensorDict:
         if seed is not None:
             self.generator.manual_seed(seed)
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
         check_group_size(ids.numel(), group_size)
         self._reset_ids(ids, group_size)
         self.elapsed_steps[ids] = 0
-        obs = torch.empty(self.num_envs, self.obs_dim, device=self.device)
-        self._observe(obs)
+        obs = allocate(self.obs_spec, (self.num_envs,), self.device)
+        self._observe(self._observation_target(obs))
         return obs
+
+    def _observation_target(self, obs: TensorDict) -> torch.Tensor | TensorDict:
+        """What `_observe` writes into for observations `obs`: the flat entry, or all."""
+        return obs[FLAT_KEY] if self._flat else obs
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
         self._advance(action, slot)
@@ -276,7 +320,7 @@ class TorchEnv(BatchedEnv):
             if np.count_nonzero(done):  # the cheapest host check
                 ids = torch.from_numpy(np.flatnonzero(done))
                 elapsed[done] = 0
-                self._observe_ids(ids, self.final_obs)
+                self._observe_ids(ids, self._final_target)
                 self._reset_ids(ids, 1)
         else:
             self.elapsed_steps.add_(self._one_step)
@@ -284,13 +328,14 @@ class TorchEnv(BatchedEnv):
             torch.logical_or(slot.terminated, slot.truncated, out=slot.done)
             # No host sync on accelerators: observe and resample everything, select by mask.
             self.elapsed_steps.masked_fill_(slot.done, 0)
-            self._observe(self.final_obs)
+            self._observe(self._final_target)
             self._reset_where(slot.done)
-        self._observe(slot.next_obs)
+        self._observe(self._observation_target(slot.next_obs))
 
-    def _observe_ids(self, env_ids: torch.Tensor, out: torch.Tensor) -> None:
-        """Write the current observation of instances `env_ids` into those rows of `out`."""
-        full = torch.empty(self.num_envs, self.obs_dim, device=self.device)
+    def _observe_ids(self, env_ids: torch.Tensor, out: torch.Tensor | TensorDict) -> None:
+        """Write the current observation of instances `env_ids` into those rows of `out`
+        (what `_observe` writes into)."""
+        full = self._observation_target(allocate(self.obs_spec, (self.num_envs,), self.device))
         self._observe(full)
         out[env_ids] = full[env_ids]
 

@@ -62,10 +62,12 @@ import gymnasium.spaces as spaces
 import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
 from rlcore.envs.mujoco_gl import prefer_offscreen_gl, rendering_unavailable
 from rlcore.errors import ConfigError
+from rlcore.observations import FLAT_KEY, allocate
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
@@ -75,7 +77,7 @@ _SEED_BOUND = 2**31 - 1
 
 def slot_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
     """The fields the bridge writes, in `StepSlot.host_views` order (`valid` last, if any)."""
-    fields = (slot.next_obs, slot.reward, slot.terminated, slot.truncated, slot.done)
+    fields = (slot.next_obs[FLAT_KEY], slot.reward, slot.terminated, slot.truncated, slot.done)
     return fields if slot.valid is None else (*fields, slot.valid)
 
 
@@ -343,8 +345,9 @@ class GymnasiumEnv(BatchedEnv):
             self._staging = tuple(t.numpy() for t in self._staging_tensors)
             # The host must not rewrite staging before the previous step's copies have run.
             self._copied = torch.cuda.Event() if pin else None
-        self.final_obs = torch.zeros(self.num_envs, obs_dim, device=self.device)
-        self._final_host = self.final_obs.numpy() if self.device.type == "cpu" else None
+        self.final_obs = allocate(self.obs_spec, (self.num_envs,), self.device)
+        self._final_flat = self.final_obs[FLAT_KEY]
+        self._final_host = self._final_flat.numpy() if self.device.type == "cpu" else None
         self._discrete = isinstance(self.action_space, spaces.Discrete)
         n, a = self.num_envs, self.action_dim
         self._action_shape = (n,) if self._discrete else (n, a)
@@ -416,7 +419,7 @@ class GymnasiumEnv(BatchedEnv):
         seed: int | None = None,
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
-    ) -> torch.Tensor:
+    ) -> TensorDict:
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         n = self.num_envs
@@ -446,10 +449,15 @@ class GymnasiumEnv(BatchedEnv):
             obs, _ = self.envs.reset(seed=[int(s) for s in group_seeds])
         self._pending = self._pending & ~mask  # a new array: `_pending` may view a rollout
         self._last_obs = self._flatten(obs)
-        return torch.from_numpy(self._last_obs.copy()).to(self.device)
+        return self._observation(self._last_obs.copy())
 
-    def _current_obs(self) -> torch.Tensor:
-        return torch.from_numpy(np.array(self._last_obs, dtype=np.float32)).to(self.device)
+    def _current_obs(self) -> TensorDict:
+        return self._observation(np.array(self._last_obs, dtype=np.float32))
+
+    def _observation(self, rows: np.ndarray) -> TensorDict:
+        """A new observation TensorDict of host rows `rows` ([N, obs_dim], not shared)."""
+        flat = torch.from_numpy(rows).to(self.device)
+        return TensorDict({FLAT_KEY: flat}, batch_size=[self.num_envs], device=self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
         obs, reward, terminated, truncated, info = self.envs.step(self._host_action(action, slot))
@@ -474,7 +482,8 @@ class GymnasiumEnv(BatchedEnv):
             self._flatten_into(obs, next_obs)
         if self.has_invalid_steps:
             self._pending = done  # read before the next step writes its `done`
-            self.final_obs = slot.next_obs  # the done rows of next_obs are the final ones
+            # The done rows of next_obs are the final ones.
+            self.final_obs, self._final_flat = slot.next_obs, slot.next_obs[FLAT_KEY]
         else:
             self._finish(obs, info, host)
         self._last_obs = next_obs
@@ -533,7 +542,7 @@ class GymnasiumEnv(BatchedEnv):
             self._final_host[done] = rows_obs
             return
         ids = torch.from_numpy(np.flatnonzero(done)).to(self.device)
-        self.final_obs[ids] = torch.from_numpy(rows_obs).to(self.device)
+        self._final_flat[ids] = torch.from_numpy(rows_obs).to(self.device)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         unavailable = rendering_unavailable() if "mujoco" in sys.modules else None

@@ -161,7 +161,8 @@ def test_the_env_can_be_named_when_gym_config_is_out_of_reach(tmp_path, capsys):
         (
             {"env": {"id": "StackBlocksRL"}},
             "env.id: env id 'StackBlocksRL' has no equivalent here; known: ['PushCubeRL'], "
-            "or pass --env with one of ours ['cartpole', 'pendulum', 'push_cube']",
+            "or pass --env with one of ours ['cartpole', 'pendulum', 'push_cube', "
+            "'push_cube_pixels']",
         ),
         (
             {"trainer": {"buffer_size": "long"}},

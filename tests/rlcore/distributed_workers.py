@@ -144,7 +144,7 @@ def training_worker(dist: Distributed, tmp: Path, algorithm: str) -> dict[str, A
     sink_calls: list[int] = []
     first = Trainer(cfg, sink=lambda steps, metrics: sink_calls.append(steps), dist=dist)
     start = flat_params(first)
-    first_obs = first.rollout["obs"][:, 0].clone()
+    first_obs = first.rollout["obs", "state"][:, 0].clone()
     first.run(max_iters=2)
     first.save(tmp / f"written_by_rank{dist.rank}.pt", extra={"note": "kept"})
     after_two = flat_params(first)

@@ -3,6 +3,7 @@ import torch
 
 from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.envs import CartPole
+from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.policies import Actor, ActorCritic, PolicyConfig
 from rlcore.rollout import (
     DONE,
@@ -16,6 +17,8 @@ from rlcore.rollout import (
     RolloutSpec,
     make_rollout,
 )
+
+STATE = (OBS, FLAT_KEY)  # a flat env's observations in the rollout
 
 
 def make(num_envs=4, num_steps=64, max_steps=None):
@@ -54,11 +57,11 @@ def test_episode_stats_match_a_plain_loop_across_rollouts():
 def test_obs_continuity_and_bootstrap_value():
     _, policy, ro, collector = make(num_envs=2, num_steps=8)
     collector.collect()
-    last_obs = ro[OBS][:, -1].clone()
+    last_obs = ro[STATE][:, -1].clone()
     with torch.no_grad():
         torch.testing.assert_close(ro[VALUE][:, -1], policy.value(last_obs))
     collector.collect()
-    torch.testing.assert_close(ro[OBS][:, 0], last_obs)
+    torch.testing.assert_close(ro[STATE][:, 0], last_obs)
 
 
 def test_final_value_is_value_of_true_final_obs_on_truncation_only():
@@ -81,7 +84,7 @@ def test_final_value_is_value_of_true_final_obs_on_truncation_only():
         torch.testing.assert_close(ro[FINAL_VALUE][:, t], expected)
         # after auto-reset, obs[t+1] of a truncated env is a fresh start, not the final obs
         for n in torch.nonzero(truncated[:, t]).flatten().tolist():
-            assert ro[OBS][n, t + 1].abs().max() <= 0.05
+            assert ro[STATE][n, t + 1].abs().max() <= 0.05
 
 
 def test_collect_runs_without_autograd():
@@ -99,7 +102,7 @@ def test_mismatched_policy_action_dim_is_rejected():
     import gymnasium.spaces as spaces
 
     policy = ActorCritic(4, spaces.Box(-1, 1, (3,)), PolicyConfig())
-    spec = RolloutSpec(2, 4, 4, (), torch.int64, True, False, env.device)
+    spec = RolloutSpec(2, 4, as_spec(4), (), torch.int64, True, False, env.device)
     with pytest.raises(ValueError, match="action dim"):
         SyncCollector(env, policy, make_rollout(spec), torch.Generator())
 
@@ -130,7 +133,7 @@ def test_restart_groups_masks_early_finishers_and_restarts_groups_together(reset
     since_start = [0] * 8  # steps since the member's group episode started
     for _ in range(3):
         stats = collector.collect()
-        obs, done, mask = rollout[OBS], rollout[DONE], rollout[MASK]
+        obs, done, mask = rollout[STATE], rollout[DONE], rollout[MASK]
         assert VALUE not in rollout
         if reset_every_rollout:
             # Every rollout starts from a group reset: members of a group share the start.

@@ -22,6 +22,7 @@ from rlcore.datasets import (
     remove_interrupted_saves,
     save_dataset,
 )
+from rlcore.observations import FLAT_KEY, ObsEntry
 from rlcore.replay import NEXT_OBS, ReplayBuffer
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
 
@@ -34,10 +35,10 @@ def buffer_of(rows: int, obs_dim: int = 12) -> ReplayBuffer:
     buffer.add(
         TensorDict(
             {
-                OBS: obs,
+                OBS: {FLAT_KEY: obs},
                 ACTION: obs[:, :1] * 2,
                 REWARD: obs[:, 0] * 3,
-                NEXT_OBS: obs + 1,
+                NEXT_OBS: {FLAT_KEY: obs + 1},
                 TERMINATED: torch.arange(rows) % 7 == 0,
                 TRUNCATED: torch.arange(rows) % 5 == 0,
             },
@@ -149,7 +150,7 @@ def test_a_read_only_dataset_loads_and_nothing_changes(data):
     finally:
         for folder in folders:
             folder.chmod(0o755)
-    assert torch.equal(loaded.storage[OBS], buffer_of(2048).storage[OBS])
+    assert torch.equal(loaded.storage[OBS, FLAT_KEY], buffer_of(2048).storage[OBS, FLAT_KEY])
     assert snapshot(data) == before
 
 
@@ -277,3 +278,86 @@ def test_a_save_interrupted_between_its_renames_gets_its_dataset_back(tmp_path, 
     data.rename(tmp_path / ".data.old")  # the previous dataset, moved aside; then killed
     assert remove_interrupted_saves(data) == []
     assert snapshot(data) == before and not (tmp_path / ".data.old").exists()
+
+
+@pytest.fixture
+def camera_data(tmp_path):
+    """A format-2 dataset: 16 transitions of a uint8 image [3, 4, 4] and a state [2]."""
+    spec = {"image": ObsEntry((3, 4, 4), torch.uint8), "state": ObsEntry((2,), torch.float32)}
+    buffer = ReplayBuffer(16, spec, (1,), torch.float32, "cpu", torch.Generator())
+    buffer.add(buffer.storage.clone())
+    save_dataset(tmp_path / "camera", buffer, source={})
+    assert json.loads((tmp_path / "camera" / "meta.json").read_text())["format_version"] == 2
+    return tmp_path / "camera"
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Every path the dataset module opens for reading."""
+    paths = []
+    real = rlcore.datasets._open_regular
+
+    def spy(path):
+        paths.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(rlcore.datasets, "_open_regular", spy)
+    return paths
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "/etc/passwd", "..", "a.b", "", "x" * 65])
+def test_an_entry_name_that_could_name_another_path_is_refused(camera_data, opened, name):
+    load_dataset(camera_data, "cpu", torch.Generator())  # intact: the spy sees every file
+    columns = {p.name for p in (camera_data / "transitions").iterdir()}
+    assert len(columns) == 8 and set(opened) == {"meta.json", *columns}
+    opened.clear()
+    meta = json.loads((camera_data / "meta.json").read_text())
+    meta["obs"] = {name: meta["obs"]["image"], "state": meta["obs"]["state"]}
+    (camera_data / "meta.json").write_text(json.dumps(meta))
+    before = snapshot(camera_data.parent)
+    with pytest.raises(DatasetError) as err:
+        load_dataset(camera_data, "cpu", torch.Generator())
+    assert str(err.value) == (
+        f"dataset {camera_data}: meta.json is missing or damaged (obs entry name "
+        f"{name[:70]!r} is not [A-Za-z0-9_]{{1,64}})"
+    )
+    assert opened == ["meta.json"]  # nothing but meta.json was read
+    assert snapshot(camera_data.parent) == before
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int64", "bool", "int8", "qint8", "x"])
+def test_an_entry_dtype_observations_are_not_stored_in_is_refused(camera_data, opened, dtype):
+    meta = json.loads((camera_data / "meta.json").read_text())
+    meta["obs"]["image"]["dtype"] = dtype
+    (camera_data / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(
+        DatasetError,
+        match=rf"meta\.json is missing or damaged \(obs entry 'image' has dtype '{dtype}': "
+        r"one of \['float32', 'uint8'\]\)",
+    ):
+        load_dataset(camera_data, "cpu", torch.Generator())
+    assert opened == ["meta.json"]
+
+
+STATE = {"shape": [2], "dtype": "float32"}  # camera_data's state entry, as meta.json holds it
+
+
+@pytest.mark.parametrize(
+    ("obs", "message"),
+    [
+        ({}, r"obs must name at least one entry"),
+        ([], r"obs must name at least one entry"),
+        ({"image": {"shape": [3, 4, 4, 1], "dtype": "uint8"}}, r"1 to 3 positive sizes"),
+        ({"image": {"shape": [3, 0, 4], "dtype": "uint8"}}, r"1 to 3 positive sizes"),
+        (
+            {"image": {"shape": [10**15], "dtype": "uint8"}, "state": STATE},
+            r"obs\.image\.memmap holds 768 bytes, meta\.json implies 16,000,000,000,000,000",
+        ),
+        ({"image": {"dtype": "uint8"}}, r"meta\.json is missing or damaged \('shape'\)"),
+    ],
+)
+def test_a_format_2_obs_field_is_checked_before_any_allocation(camera_data, obs, message):
+    meta = json.loads((camera_data / "meta.json").read_text())
+    (camera_data / "meta.json").write_text(json.dumps(meta | {"obs": obs}))
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(camera_data, "cpu", torch.Generator())

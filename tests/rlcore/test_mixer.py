@@ -3,6 +3,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.mixer import DataMixer
+from rlcore.observations import FLAT_KEY
 from rlcore.replay import NEXT_OBS, ReplayBuffer
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
 
@@ -13,10 +14,10 @@ def filled(value, obs_dim=3, size=20):
     buffer.add(
         TensorDict(
             {
-                OBS: torch.full((size, obs_dim), value),
+                OBS: {FLAT_KEY: torch.full((size, obs_dim), value)},
                 ACTION: torch.zeros(size, 2),
                 REWARD: ones * value,
-                NEXT_OBS: torch.zeros(size, obs_dim),
+                NEXT_OBS: {FLAT_KEY: torch.zeros(size, obs_dim)},
                 TERMINATED: torch.zeros(size, dtype=torch.bool),
                 TRUNCATED: torch.zeros(size, dtype=torch.bool),
             },
@@ -40,7 +41,9 @@ def test_offline_only_training_needs_no_online_data():
 
 
 def test_a_dataset_of_another_shape_is_refused_naming_the_key():
-    with pytest.raises(ValueError, match=r"offline dataset's obs is .* shape \[5\] but the env's"):
+    with pytest.raises(
+        ValueError, match=r"offline dataset's obs/state is .* shape \[5\] but the env's"
+    ):
         DataMixer(filled(1.0), filled(-1.0, obs_dim=5), 0.5)
     with pytest.raises(ValueError, match="needs an offline buffer"):
         DataMixer(filled(1.0), None, 0.5)
@@ -70,7 +73,7 @@ def test_an_empty_side_is_named_when_it_is_needed():
 def test_both_sides_write_into_one_reused_batch():
     mixer = DataMixer(filled(1.0), filled(-1.0), 0.5)
     first = mixer.sample(8)
-    pointer = first[OBS].data_ptr()
+    pointer = first[OBS, FLAT_KEY].data_ptr()
     second = mixer.sample(8)
-    assert second is first and second[OBS].data_ptr() == pointer
+    assert second is first and second[OBS, FLAT_KEY].data_ptr() == pointer
     assert second[REWARD].tolist() == [-1.0] * 4 + [1.0] * 4

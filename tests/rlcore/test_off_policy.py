@@ -19,6 +19,7 @@ from rlcore.policies import UniformRandomPolicy
 from rlcore.presets import SAC_PRESETS
 from rlcore.recording import record_transitions
 from rlcore.trainer import Trainer
+from tests.rlcore.resume import straight_and_resumed
 
 
 def small_sac(env="pendulum", save_buffer=None, offline=None, **trainer):
@@ -47,18 +48,12 @@ def state(trainer):
 @pytest.mark.parametrize("env", ["pendulum", "push_cube"])
 def test_interrupted_sac_resumes_bit_identically_buffer_included(tmp_path, env):
     cfg = small_sac(env)  # 10 iterations; the 200-slot buffer wraps after 7
-    straight = Trainer(cfg)
-    straight.run()
+    straight, resumed = straight_and_resumed(cfg, tmp_path / "ckpt.pt", stop_after_iters=6)
     # 0.5 per env step from the iteration that completes the 64 warm-up steps (the 2nd) on.
     assert straight.replay.updates == 9 * 16
-
-    first = Trainer(cfg)
-    first.run(max_iters=6, checkpoint_path=tmp_path / "ckpt.pt")
-    resumed = Trainer(cfg)
-    resumed.load(tmp_path / "ckpt.pt")
-    resumed.run()
     assert torch.equal(state(straight), state(resumed))
-    assert torch.equal(straight.replay.buffer.storage["obs"], resumed.replay.buffer.storage["obs"])
+    obs = ("obs", "state")
+    assert torch.equal(straight.replay.buffer.storage[obs], resumed.replay.buffer.storage[obs])
 
 
 def test_without_the_buffer_in_the_checkpoint_a_resume_starts_empty(tmp_path, caplog):
@@ -88,7 +83,7 @@ def test_sac_on_a_discrete_env_is_refused_before_training():
 
 def random_dataset(tmp_path, env_name="pendulum", steps=512):
     env = make_env(EnvConfig(env_name, num_envs=4))
-    policy = UniformRandomPolicy(env.obs_dim, env.action_space)
+    policy = UniformRandomPolicy(env.action_space)
     buffer, _ = record_transitions(env, policy, steps, seed=7)
     save_dataset(tmp_path / "data", buffer, source={"env": env_name})
     return str(tmp_path / "data")
@@ -133,3 +128,24 @@ def test_an_offline_dataset_for_an_on_policy_algorithm_is_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"replay\.offline feeds off-policy algorithms"):
         Trainer(cfg)
+
+
+def test_sac_with_an_asymmetric_critic_resumes_bit_identically_images_stored_as_uint8(tmp_path):
+    """The actor reads the pusher's own state, the critics the simulator's; the replay
+    buffer keeps every entry, the camera's as uint8."""
+    cfg = dataclasses.replace(
+        small_sac(),
+        env=EnvConfig("push_cube_pixels", num_envs=4, options={"image_size": 16}),
+        policy=PolicyConfig(
+            hidden_sizes=(16,), normalize_obs=True, actor_obs=("proprio",),
+            critic_obs=("proprio", "privileged"),
+        ),
+    )  # fmt: skip
+    straight, resumed = straight_and_resumed(cfg, tmp_path / "ckpt.pt", stop_after_iters=6)
+    storage = straight.replay.buffer.storage
+    assert storage["obs", "image"].dtype == storage["next_obs", "image"].dtype == torch.uint8
+    assert storage["obs", "image"].any()
+    assert straight.algo.critic.weights[0].shape[1] == 4 + 12 + 2  # proprio, privileged, action
+    assert torch.equal(state(straight), state(resumed))
+    image = ("next_obs", "image")
+    assert torch.equal(storage[image], resumed.replay.buffer.storage[image])

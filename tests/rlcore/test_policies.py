@@ -46,13 +46,27 @@ def test_running_norm_matches_batch_statistics_and_is_saved():
     torch.testing.assert_close(norm.mean.float(), data.mean(0), atol=1e-5, rtol=0)
     torch.testing.assert_close(norm.var.float(), data.var(0, unbiased=False), atol=1e-4, rtol=0)
     policy = make_policy(2, spaces.Discrete(2), PolicyConfig(normalize_obs=True), True)
-    policy.obs_norm.update(data)
+    policy.obs_norm["state"].update(data)
     restored = make_policy(2, spaces.Discrete(2), PolicyConfig(normalize_obs=True), True)
     restored.load_state_dict(policy.state_dict())
-    torch.testing.assert_close(restored.obs_norm.mean, policy.obs_norm.mean)
+    torch.testing.assert_close(restored.obs_norm["state"].mean, policy.obs_norm["state"].mean)
     x = torch.randn(4, 2)
-    torch.testing.assert_close(restored.normalize(x), policy.normalize(x))
-    assert not torch.allclose(policy.normalize(x), x)  # evaluation sees normalised input
+    torch.testing.assert_close(restored.normalize(x)["state"], policy.normalize(x)["state"])
+    assert not torch.allclose(policy.normalize(x)["state"], x)  # evaluation sees normalised input
+
+
+def test_a_checkpoint_from_before_named_entries_loads_its_one_normaliser():
+    policy = make_policy(2, spaces.Discrete(2), PolicyConfig(normalize_obs=True), True)
+    policy.obs_norm["state"].update(torch.randn(100, 2) * 3 + 1)
+    old_layout = {
+        key.replace("inputs.norms.state.", "obs_norm."): value
+        for key, value in policy.state_dict().items()
+    }
+    assert "obs_norm.mean" in old_layout
+    restored = make_policy(2, spaces.Discrete(2), PolicyConfig(normalize_obs=True), True)
+    restored.load_state_dict(old_layout)
+    x = torch.randn(4, 2)
+    assert torch.equal(restored.act_deterministic(x), policy.act_deterministic(x))
 
 
 def test_orthogonal_init_and_unsupported_spaces():

@@ -1,6 +1,7 @@
 import torch
 
 from rlcore.algos.minibatch import epoch_minibatches, iterate_minibatches
+from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.rollout import (
     ACTION,
     FINAL_VALUE,
@@ -19,7 +20,7 @@ def spec(**overrides):
     base = dict(
         num_envs=3,
         num_steps=4,
-        obs_dim=2,
+        obs_spec=as_spec(2),
         action_shape=(),
         action_dtype=torch.int64,
         with_value=True,
@@ -32,7 +33,7 @@ def spec(**overrides):
 def test_layout_and_critic_free_allocation():
     ro = make_rollout(spec())
     assert ro.batch_size == torch.Size([3, 5])
-    assert ro[OBS].shape == (3, 5, 2) and ro[ACTION].dtype == torch.int64
+    assert ro[OBS, FLAT_KEY].shape == (3, 5, 2) and ro[ACTION].dtype == torch.int64
     assert VALUE in ro and FINAL_VALUE in ro
     critic_free = make_rollout(spec(with_value=False))
     assert VALUE not in critic_free
@@ -46,8 +47,8 @@ def test_transition_view_and_slots_are_views_into_the_storage():
     tv[REWARD][1, 2] = 7.0
     assert ro[REWARD][1, 2] == 7.0
     slots = step_slots(ro)
-    slots[3].next_obs.fill_(5.0)  # transition t=3 writes its next obs at index T=4
-    assert (ro[OBS][:, 4] == 5.0).all()
+    slots[3].next_obs[FLAT_KEY].fill_(5.0)  # transition t=3 writes its next obs at index T=4
+    assert (ro[OBS, FLAT_KEY][:, 4] == 5.0).all()
     assert slots[0].reward.data_ptr() == ro[REWARD][:, 0].data_ptr()
 
 

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -8,6 +10,7 @@ from rlcore.checkpoint import CheckpointError
 from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
 from rlcore.errors import ConfigError
 from rlcore.trainer import Trainer
+from tests.rlcore.resume import straight_and_resumed
 
 
 def small_config(env="pendulum", algorithm="ppo", **trainer):
@@ -53,7 +56,8 @@ def test_exact_resume_matches_straight_run(tmp_path, env, algorithm):
     resumed.load(tmp_path / "ckpt.pt")
     resumed.run()
     assert torch.equal(params(straight), params(resumed))
-    assert torch.equal(straight.policy.obs_norm.mean, resumed.policy.obs_norm.mean)
+    norms = straight.policy.obs_norm["state"], resumed.policy.obs_norm["state"]
+    assert torch.equal(norms[0].mean, norms[1].mean)
 
 
 def test_corrupt_or_truncated_checkpoint_fails_clearly(tmp_path):
@@ -153,3 +157,20 @@ def test_non_finite_loss_stops_before_corrupting_parameters():
     with pytest.raises(NonFiniteError, match="loss became non-finite"):
         trainer.run(max_iters=1)
     assert torch.equal(params(trainer), before)
+
+
+def test_exact_resume_with_camera_observations(tmp_path):
+    """uint8 images through the rollout, a CNN actor and a critic on privileged state."""
+    cfg = dataclasses.replace(
+        small_config("push_cube_pixels"),
+        env=EnvConfig("push_cube_pixels", num_envs=4, options={"image_size": 16}),
+        policy=PolicyConfig(hidden_sizes=(16,), normalize_obs=True, image_features=16,
+                            critic_obs=("privileged",)),
+        trainer=TrainerConfig(total_env_steps=4 * 16 * 4, num_steps=16, eval_every_iters=2,
+                              eval_episodes=2),
+    )  # fmt: skip
+    straight, resumed = straight_and_resumed(cfg, tmp_path / "ckpt.pt", stop_after_iters=2)
+    assert straight.rollout["obs", "image"].dtype == torch.uint8
+    assert torch.equal(params(straight), params(resumed))
+    image = ("obs", "image")
+    assert torch.equal(straight.rollout[image], resumed.rollout[image])

@@ -30,6 +30,7 @@ from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
 from rlcore.envs.mujoco_gl import rendering_unavailable
 from rlcore.errors import ConfigError
+from rlcore.observations import FLAT_KEY
 
 
 class MujocoEnvError(ConfigError):
@@ -131,7 +132,7 @@ class MujocoEnv(TorchEnv):
         if self._numpy_slots:  # numpy views of the slot, made once per slot
             act = slot.host_action if action is slot.action else ops.as_array(action.cpu())
             next_obs, reward, terminated = slot.host_views[:3]
-            self._slot_obs = (slot.next_obs, next_obs)  # for `_observe`, right after
+            self._slot_obs = (slot.next_obs[FLAT_KEY], next_obs)  # for `_observe`, right after
         else:
             act, reward, terminated = action, slot.reward, slot.terminated
         ops.clamp(act, self._low, self._high, out=engine.arrays.ctrl)

@@ -31,7 +31,7 @@ def test_builtins_are_registered_without_importing_torch():
 
 def test_trained_policies_are_built_without_the_training_code():
     """Evaluation and videos build each builtin's policy from its light factory: the same
-    class the algorithm trains, without tensordict (and torch._dynamo, ~1.5 s per stage)."""
+    class the algorithm trains, without importing the algorithms' training code."""
     code = (
         "import sys\n"
         "from rlcore.algos.registry import algorithm_spec, default_config\n"
@@ -42,7 +42,8 @@ def test_trained_policies_are_built_without_the_training_code():
         "    cfg = ExperimentConfig(EnvConfig('pendulum', num_envs=4), algorithm=name,\n"
         "                           algo=default_config(name))\n"
         "    print(name, type(build_policy(cfg, make_env(cfg.env))).__name__)\n"
-        "print('tensordict' in sys.modules)\n"
+        "print(any(m in sys.modules for m in ('rlcore.algos.ppo', 'rlcore.algos.grpo',\n"
+        "          'rlcore.algos.sac', 'rlcore.trainer', 'rlcore.collector')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:4] == [

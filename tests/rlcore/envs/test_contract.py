@@ -5,9 +5,11 @@ env; over the native batched MuJoCo tasks; and on CUDA when present."""
 import gymnasium.spaces as spaces
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rlcore.envs import ENVS, BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.gym_bridge import GymnasiumEnv
+from rlcore.observations import FLAT_KEY, allocate
 from tests.rlcore.envs.gym_test_envs import register
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -71,8 +73,26 @@ def random_actions(env: BatchedEnv, gen: torch.Generator) -> torch.Tensor:
     return (low + u * (high - low)).to(env.device)
 
 
+def flat(obs: TensorDict) -> torch.Tensor:
+    """The `[N, obs_dim]` tensor of a flat env's observation (its one entry); for named
+    entries, all of them flattened per instance and concatenated, as float."""
+    if list(obs.keys()) == [FLAT_KEY]:
+        return obs[FLAT_KEY]
+    return torch.cat([value.reshape(obs.batch_size[0], -1).float() for value in obs.values()], 1)
+
+
+def assert_fits_spec(obs: TensorDict, env: BatchedEnv) -> None:
+    """`obs` is a TensorDict [N] whose entries are exactly `env.obs_spec`'s, on its device."""
+    assert isinstance(obs, TensorDict) and obs.batch_size == (env.num_envs,)
+    assert list(obs.keys()) == list(env.obs_spec)
+    for key, entry in env.obs_spec.items():
+        assert obs[key].shape == (env.num_envs, *entry.shape), key
+        assert obs[key].dtype == entry.dtype, key
+        assert obs[key].device.type == env.device.type, key
+
+
 def slot_for(env: BatchedEnv) -> StepSlot:
-    return StepSlot.allocate(env.num_envs, env.obs_dim, env.device, env.has_success)
+    return StepSlot.allocate(env.num_envs, env.obs_spec, env.device, env.has_success)
 
 
 def rollout(env: BatchedEnv, steps: int, seed: int) -> list[torch.Tensor]:
@@ -80,37 +100,42 @@ def rollout(env: BatchedEnv, steps: int, seed: int) -> list[torch.Tensor]:
     slot, frames = slot_for(env), []
     for _ in range(steps):
         env.step(random_actions(env, gen), slot)
-        frames.append(torch.cat([slot.next_obs, slot.reward[:, None], slot.done[:, None]], 1))
+        frames.append(torch.cat([flat(slot.next_obs), slot.reward[:, None], slot.done[:, None]], 1))
     return frames
 
 
 def test_shapes_dtypes_devices(make):
     env = make()
     obs = env.reset(seed=0)
-    assert obs.shape == (N, env.obs_dim) and obs.dtype == torch.float32
-    assert obs.device.type == env.device.type
+    assert_fits_spec(obs, env)
+    assert_fits_spec(env.final_obs, env)
+    if list(env.obs_spec) == [FLAT_KEY]:
+        assert flat(obs).shape == (N, env.obs_dim) and flat(obs).dtype == torch.float32
+        assert env.observation_space.shape == (env.obs_dim,)
+    assert flat(obs).device.type == env.device.type
     slot = slot_for(env)
     env.step(random_actions(env, torch.Generator().manual_seed(0)), slot)
+    assert_fits_spec(env.final_obs, env)
     assert slot.reward.dtype == torch.float32 and torch.isfinite(slot.reward).all()
     for flag in (slot.terminated, slot.truncated, slot.done):
         assert flag.dtype == torch.bool and flag.shape == (N,)
-    assert torch.isfinite(slot.next_obs).all()
-    assert env.observation_space.shape == (env.obs_dim,)
+    assert torch.isfinite(flat(slot.next_obs)).all()
     assert (slot.success is not None) == env.has_success
 
 
 def test_step_writes_in_place_into_the_slot(make):
     env = make()
     env.reset(seed=0)
-    storage = torch.zeros(N, 3, env.obs_dim, device=env.device)
+    storage = allocate(env.obs_spec, (N, 3), env.device)
     base = slot_for(env)
-    slot = StepSlot(
-        base.reward, base.terminated, base.truncated, base.done, storage[:, 1], base.success
-    )
-    pointers = [t.data_ptr() for t in (slot.reward, slot.done, slot.next_obs)]
+    next_obs = storage[:, 1]
+    slot = StepSlot(base.reward, base.terminated, base.truncated, base.done, next_obs, base.success)
+    entries = list(next_obs.values())
+    pointers = [t.data_ptr() for t in (slot.reward, slot.done, *entries)]
     env.step(random_actions(env, torch.Generator().manual_seed(0)), slot)
-    assert [t.data_ptr() for t in (slot.reward, slot.done, slot.next_obs)] == pointers
-    assert storage[:, 1].abs().sum() > 0 and storage[:, 0].abs().sum() == 0
+    assert [t.data_ptr() for t in (slot.reward, slot.done, *next_obs.values())] == pointers
+    for key, value in storage.items():
+        assert value[:, 1].float().abs().sum() > 0 and value[:, 0].abs().sum() == 0, key
 
 
 def same_trajectory(env: BatchedEnv, a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -157,17 +182,17 @@ def test_truncation_auto_reset_and_true_final_observation(make):
     assert ended.any()
     assert torch.equal(slot.done, slot.terminated | slot.truncated)
     assert (env.elapsed_steps[slot.done] == 0).all()
-    torch.testing.assert_close(env.final_obs[ended], twin_slot.next_obs[ended])
+    torch.testing.assert_close(flat(env.final_obs)[ended], flat(twin_slot.next_obs)[ended])
     # after auto-reset, the obs at t+1 starts the new episode: it differs from the final one
-    assert not torch.allclose(slot.next_obs[ended], env.final_obs[ended])
+    assert not torch.allclose(flat(slot.next_obs)[ended], flat(env.final_obs)[ended])
 
 
 def test_partial_reset_touches_only_chosen_envs(make):
     env = make()
     env.reset(seed=0)
     rollout(env, 3, seed=0)
-    before = env.reset(env_ids=torch.tensor([], dtype=torch.long))
-    after = env.reset(env_ids=torch.tensor([1, 3]))
+    before = flat(env.reset(env_ids=torch.tensor([], dtype=torch.long)))
+    after = flat(env.reset(env_ids=torch.tensor([1, 3])))
     untouched = [i for i in range(N) if i not in (1, 3)]
     assert torch.equal(before[untouched], after[untouched])
     assert not torch.equal(before[[1, 3]], after[[1, 3]])
@@ -177,7 +202,7 @@ def test_partial_reset_touches_only_chosen_envs(make):
 
 def test_group_reset_shares_initial_state_within_groups(make):
     env = make()
-    obs = env.reset(seed=0, group_size=4)
+    obs = flat(env.reset(seed=0, group_size=4))
     assert torch.equal(obs[0:4], obs[0].expand(4, -1))
     assert torch.equal(obs[4:8], obs[4].expand(4, -1))
     assert not torch.equal(obs[0], obs[4])
@@ -203,4 +228,4 @@ def test_box_actions_are_clipped_to_bounds(make):
     a, b = slot_for(env), slot_for(twin)
     env.step(high * 100, a)
     twin.step(high.clone(), b)
-    assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
+    assert torch.equal(flat(a.next_obs), flat(b.next_obs)) and torch.equal(a.reward, b.reward)

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from tensordict import TensorDict
 
 from rlcore.algos.ppo import PPO
 from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import EnvConfig
 from rlcore.envs import StepSlot, make_env
 from rlcore.envs.gym_bridge import GymnasiumBridgeError, GymnasiumEnv
+from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.policies import ActorCritic, PolicyConfig
 from rlcore.presets import GRPO_PRESETS, PRESETS
 from rlcore.rollout import (
@@ -34,6 +36,11 @@ from tests.rlcore.envs.gym_test_envs import Counter, register
 
 register()
 COUNTER = "rlcore-test/Counter-v0"  # time limit 3: final obs [3], next episode starts at [0]
+
+
+def flat(obs: TensorDict) -> torch.Tensor:
+    """The `[..., obs_dim]` tensor of a flat env's observation (its one entry)."""
+    return obs[FLAT_KEY]
 
 
 def counter_sync(mode: AutoresetMode, n: int) -> SyncVectorEnv:
@@ -72,7 +79,7 @@ def test_truncation_bootstraps_from_the_final_observation_in_every_autoreset_mod
     env = BRIDGES[mode](2)
     assert env.has_invalid_steps == (mode in INVALID_STEPS)
     policy, ro, _, stats = collect(env)
-    obs = ro[OBS][0, :, 0].tolist()
+    obs = flat(ro[OBS])[0, :, 0].tolist()
     with torch.no_grad():
         v_final, v_reset = policy.value(torch.tensor([[3.0], [0.0]])).tolist()
     assert not math.isclose(v_final, v_reset)  # so the test can tell them apart
@@ -101,7 +108,8 @@ def test_the_step_after_each_done_is_invalid_in_a_reused_slot_across_rollouts_an
     # one slot for every step, as evaluation steps (the bridge keeps the last `done` by
     # reference, so it must read it before writing the next one)
     slot = dataclasses.replace(
-        StepSlot.allocate(2, 1, torch.device("cpu"), False), valid=torch.zeros(2, dtype=bool)
+        StepSlot.allocate(2, as_spec(1), torch.device("cpu"), False),
+        valid=torch.zeros(2, dtype=bool),
     )
     env.reset(seed=0)
     valid, done = [], []
@@ -121,7 +129,7 @@ def test_the_step_after_each_done_is_invalid_in_a_reused_slot_across_rollouts_an
     _, ro, collector, _ = collect(BRIDGES["next-step, numpy"](2), num_steps=3)
     collector.collect()
     assert ro[MASK][0, :-1].tolist() == [False, True, True]
-    assert ro[OBS][0, :].tolist() == [[3.0], [0.0], [1.0], [2.0]]
+    assert flat(ro[OBS])[0, :].tolist() == [[3.0], [0.0], [1.0], [2.0]]
 
 
 def test_ppo_never_learns_from_invalid_reset_steps():
@@ -146,7 +154,7 @@ def test_dict_observations_are_flattened_in_the_space_key_order():
     first, _ = raw.reset(seed=int(np.random.default_rng(3).integers(0, 2**31 - 1)))
     # Gymnasium sorts a plain dict's keys: position ([2, 1] row-major), then velocity
     expected = np.concatenate([first["position"].reshape(-1), first["velocity"]])
-    np.testing.assert_allclose(obs[0].numpy(), expected)
+    np.testing.assert_allclose(flat(obs)[0].numpy(), expected)
     assert env.obs_dim == 4
     env.close()
 
@@ -155,10 +163,10 @@ def test_box_actions_are_rescaled_from_the_unit_box_when_asked():
     clip = GymnasiumEnv("Pendulum-v1", 2)
     rescale = GymnasiumEnv("Pendulum-v1", 2, actions="rescale")
     clip.reset(seed=0), rescale.reset(seed=0)
-    a, b = (StepSlot.allocate(2, 3, torch.device("cpu"), False) for _ in range(2))
+    a, b = (StepSlot.allocate(2, as_spec(3), torch.device("cpu"), False) for _ in range(2))
     clip.step(torch.tensor([[2.0], [-2.0]]), a)
     rescale.step(torch.tensor([[1.0], [-1.0]]), b)  # [-1, 1] -> the torque range [-2, 2]
-    assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.reward, b.reward)
+    assert torch.equal(flat(a.next_obs), flat(b.next_obs)) and torch.equal(a.reward, b.reward)
     clip.close(), rescale.close()
 
 
@@ -171,7 +179,7 @@ def test_bad_input_names_the_env_and_the_space():
         GymnasiumEnv("rlcore-test/TupleObs-v0", 2)
     env = GymnasiumEnv("Pendulum-v1", 2)
     env.reset(seed=0)
-    slot = StepSlot.allocate(2, 3, torch.device("cpu"), False)
+    slot = StepSlot.allocate(2, as_spec(3), torch.device("cpu"), False)
     with pytest.raises(
         GymnasiumBridgeError, match=r"Pendulum-v1: actions must have shape \[2, 1\]"
     ):
@@ -216,14 +224,14 @@ def test_the_rollouts_action_column_steps_like_any_other_action(env_id, options,
     from_rollout.reset(seed=5), outside.reset(seed=5)
     rollout = make_rollout(RolloutSpec.for_env(from_rollout, 6, with_value=True))
     slots = step_slots(rollout, with_valid=from_rollout.has_invalid_steps)
-    other = StepSlot.allocate(4, from_rollout.obs_dim, torch.device("cpu"), False)
+    other = StepSlot.allocate(4, from_rollout.obs_spec, torch.device("cpu"), False)
     gen = torch.Generator().manual_seed(0)
     for slot in slots:
         action = make_actions(gen)
         slot.action.copy_(action)
         from_rollout.step(slot.action, slot)
         outside.step(action.clone(), other)
-        assert torch.equal(slot.next_obs, other.next_obs)
+        assert torch.equal(flat(slot.next_obs), flat(other.next_obs))
         assert torch.equal(slot.reward, other.reward) and torch.equal(slot.done, other.done)
         assert torch.equal(slot.action, action)  # not clipped or rescaled in place
     from_rollout.close(), outside.close()

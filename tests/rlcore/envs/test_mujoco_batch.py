@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rlcore.config import MUJOCO_TASKS
 from rlcore.envs.base import StepSlot
@@ -16,13 +17,19 @@ from rlcore.envs.mujoco_batch import env as env_module
 from rlcore.envs.mujoco_batch.engine import BatchEngine
 from rlcore.envs.mujoco_batch.ops import NumpyOps, TorchOps
 from rlcore.envs.mujoco_batch.tasks import gymnasium_asset
+from rlcore.observations import FLAT_KEY
 
 N = 3
 STEPS = 40
 
 
+def flat(obs: TensorDict) -> torch.Tensor:
+    """The `[N, obs_dim]` tensor of a flat env's observation (its one entry)."""
+    return obs[FLAT_KEY]
+
+
 def slot_for(env: MujocoEnv) -> StepSlot:
-    return StepSlot.allocate(env.num_envs, env.obs_dim, env.device, False)
+    return StepSlot.allocate(env.num_envs, env.obs_spec, env.device, False)
 
 
 def test_config_names_every_task():
@@ -32,7 +39,7 @@ def test_config_names_every_task():
 @pytest.mark.parametrize("task", MUJOCO_TASKS)
 def test_trajectories_match_gymnasium_v5_from_the_same_state_and_actions(task):
     env = MujocoEnv(task, N, nthread=1)
-    obs = env.reset(seed=0)
+    obs = flat(env.reset(seed=0))
     start_qpos, start_qvel = env.engine.qpos.numpy().copy(), env.engine.qvel.numpy().copy()
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, size=(STEPS, N, env.action_dim)).astype(np.float32)
@@ -40,8 +47,8 @@ def test_trajectories_match_gymnasium_v5_from_the_same_state_and_actions(task):
     ours = []
     for t in range(STEPS):
         env.step(torch.from_numpy(actions[t]), slot)
-        ours.append((slot.next_obs.clone(), env.final_obs.clone(), slot.reward.clone(),
-                     slot.terminated.clone(), slot.done.clone()))  # fmt: skip
+        ours.append((flat(slot.next_obs).clone(), flat(env.final_obs).clone(),
+                     slot.reward.clone(), slot.terminated.clone(), slot.done.clone()))  # fmt: skip
     nq = env.engine.model.nq
     checked, ended = 0, 0
     for i in range(N):
@@ -89,8 +96,8 @@ def test_ant_contact_forces_match_gymnasium_where_both_sample_them_at_the_same_s
     ours = []
     for t in range(STEPS):
         env.step(torch.from_numpy(actions[t]).float(), slot)
-        ours.append((slot.next_obs.clone(), env.final_obs.clone(), slot.reward.clone(),
-                     slot.done.clone()))  # fmt: skip
+        ours.append((flat(slot.next_obs).clone(), flat(env.final_obs).clone(),
+                     slot.reward.clone(), slot.done.clone()))  # fmt: skip
     width = env.engine.model.nq - 2 + env.engine.model.nv  # contact forces come after
     with_contacts = 0
     for i in range(N):
@@ -122,7 +129,7 @@ def test_the_numpy_step_computes_what_the_torch_step_does(task, monkeypatch):
     )
     device = MujocoEnv(task, n, nthread=1)
     assert isinstance(host.engine.ops, NumpyOps) and isinstance(device.engine.ops, TorchOps)
-    assert torch.equal(host.reset(seed=3), device.reset(seed=3))
+    assert torch.equal(flat(host.reset(seed=3)), flat(device.reset(seed=3)))
     host.set_max_episode_steps(25)  # truncations and their final observations too
     device.set_max_episode_steps(25)
     # The host env reads the collector's action column (its numpy view); the other a tensor.
@@ -134,10 +141,11 @@ def test_the_numpy_step_computes_what_the_torch_step_does(task, monkeypatch):
         host_slot.action.copy_(action)
         host.step(host_slot.action, host_slot)
         device.step(action, device_slot)
-        for field in ("next_obs", "terminated", "truncated", "done"):
+        assert torch.equal(flat(host_slot.next_obs), flat(device_slot.next_obs))
+        for field in ("terminated", "truncated", "done"):
             assert torch.equal(getattr(host_slot, field), getattr(device_slot, field)), field
         torch.testing.assert_close(host_slot.reward, device_slot.reward, rtol=1e-6, atol=1e-6)
-        assert torch.equal(host.final_obs, device.final_obs)
+        assert torch.equal(flat(host.final_obs), flat(device.final_obs))
         assert torch.equal(host.engine.state(), device.engine.state())
         ended += int(host_slot.done.sum())
     assert torch.equal(host.engine.ctrl, device.engine.ctrl)
@@ -163,7 +171,7 @@ def test_auto_reset_touches_only_the_finished_instances():
     for i in (0, 2):
         assert torch.equal(env.engine.qpos[i], twin.engine.qpos[i])
         assert torch.equal(env.engine.qvel[i], twin.engine.qvel[i])
-    assert env.final_obs[1, 0] == pytest.approx(float(twin.engine.qpos[1, 1]))  # final z
+    assert flat(env.final_obs)[1, 0] == pytest.approx(float(twin.engine.qpos[1, 1]))  # final z
     assert env.elapsed_steps.tolist() == [1, 0, 1]
 
 
@@ -181,7 +189,7 @@ def test_group_reset_copies_whole_states_that_stay_identical(task):
         env.step(a, slot)
     state = env.engine.state()
     assert torch.equal(state[1], state[0]) and torch.equal(state[5], state[3])
-    assert torch.equal(slot.next_obs[2], slot.next_obs[0])
+    assert torch.equal(flat(slot.next_obs)[2], flat(slot.next_obs)[0])
 
 
 def test_results_do_not_depend_on_the_thread_count():
@@ -192,7 +200,7 @@ def test_results_do_not_depend_on_the_thread_count():
         gen, slot, out = torch.Generator().manual_seed(0), slot_for(env), []
         for _ in range(20):
             env.step(torch.rand(8, env.action_dim, generator=gen) * 2 - 1, slot)
-            out.append(torch.cat([slot.next_obs, slot.reward[:, None]], 1))
+            out.append(torch.cat([flat(slot.next_obs), slot.reward[:, None]], 1))
         runs.append(torch.stack(out))
     assert torch.equal(runs[0], runs[1])
 

@@ -54,9 +54,10 @@ def test_without_any_gl_library_mujoco_steps_and_only_rendering_fails_with_one_l
         from rlcore.errors import ConfigError
         env = MujocoEnv("HalfCheetah", 2, nthread=1)
         env.reset(seed=0)
-        slot = StepSlot.allocate(2, env.obs_dim, env.device, env.has_success)
+        slot = StepSlot.allocate(2, env.obs_spec, env.device, env.has_success)
         env.step(torch.zeros(2, 6), slot)
-        print("MUJOCO_GL", os.environ["MUJOCO_GL"], "stepped", bool(slot.next_obs.isfinite().all()))
+        finite = bool(slot.next_obs["state"].isfinite().all())
+        print("MUJOCO_GL", os.environ["MUJOCO_GL"], "stepped", finite)
         try:
             env.render()
         except ConfigError as exc:

@@ -6,9 +6,16 @@ import math
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rlcore.envs.base import StepSlot
 from rlcore.envs.push_cube import CONTACT_DIST, CUBE_LIMIT, PushCube
+from rlcore.observations import FLAT_KEY
+
+
+def flat(obs: TensorDict) -> torch.Tensor:
+    """The `[N, obs_dim]` tensor of a flat env's observation (its one entry)."""
+    return obs[FLAT_KEY]
 
 
 def _place(
@@ -25,12 +32,12 @@ def _place(
 
 
 def _slot(env: PushCube) -> StepSlot:
-    return StepSlot.allocate(env.num_envs, env.obs_dim, env.device, with_success=True)
+    return StepSlot.allocate(env.num_envs, env.obs_spec, env.device, with_success=True)
 
 
 def test_reset_distribution() -> None:
     env = PushCube(50_000)
-    obs = env.reset(seed=0)
+    obs = flat(env.reset(seed=0))
     pusher, cube, goal = obs[:, 0:2], obs[:, 4:6], obs[:, 6:8]
     goal_dist = (goal - cube).norm(dim=1)
     assert goal_dist.min() >= 0.2 - 1e-6 and goal_dist.max() <= 0.4 + 1e-6
@@ -109,12 +116,13 @@ def test_reaching_the_goal_succeeds_and_terminates() -> None:
     assert slot.success.tolist() == [True, False]
     assert slot.terminated.tolist() == [True, False]
     assert slot.done.tolist() == [True, False]
-    final = env.final_obs[0]
+    final = flat(env.final_obs)[0]
     assert final[4].item() == pytest.approx(0.07, abs=1e-6)
     # Pusher sits exactly on the push point: reward = -(0 + 2 * 0.03) + 1
     assert slot.reward[0].item() == pytest.approx(0.94, abs=1e-5)
     # Auto-reset: the next observation starts a fresh episode with the goal 0.2-0.4 m away.
-    goal_dist = (slot.next_obs[0, 6:8] - slot.next_obs[0, 4:6]).norm()
+    next_obs = flat(slot.next_obs)
+    goal_dist = (next_obs[0, 6:8] - next_obs[0, 4:6]).norm()
     assert 0.2 - 1e-6 <= goal_dist <= 0.4 + 1e-6
     assert env.elapsed_steps.tolist() == [0, 3]
 

@@ -31,8 +31,8 @@ class Toy:
     groups = None
 
     @staticmethod
-    def make_policy(obs_dim, action_space, policy, cfg) -> Actor:
-        return Actor(obs_dim, action_space, policy)
+    def make_policy(obs_spec, action_space, policy, cfg) -> Actor:
+        return Actor(obs_spec, action_space, policy)
 
     @classmethod
     def build(cls, ctx) -> Toy:
