@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python -m benchmarks.versus_revision --rev eb46892
     .venv/bin/python -m benchmarks.versus_revision --rev HEAD~3 --tasks gym_cartpole --reps 41
+    .venv/bin/python -m benchmarks.versus_revision --rev HEAD~1 --tasks push_cube --num-envs 4096
 
 `git archive REV rlcore` is unpacked into a temporary directory as the package
 `rlcore_at_rev` (every `rlcore` name in its sources renamed), so both versions import side
@@ -60,7 +61,7 @@ def import_revision(rev: str, into: Path) -> ModuleType:
     return importlib.import_module(PACKAGE)
 
 
-def measure(task: str, reps: int) -> dict[str, Any]:
+def measure(task: str, reps: int, num_envs: int | None = None) -> dict[str, Any]:
     from rlcore.trainer import Trainer
 
     at_rev = importlib.import_module(f"{PACKAGE}.trainer")
@@ -72,7 +73,8 @@ def measure(task: str, reps: int) -> dict[str, Any]:
     ):
         base = presets[task]
         trainer_cfg = dataclasses.replace(base.trainer, eval_every_iters=0)
-        trainers[name] = trainer_cls(dataclasses.replace(base, trainer=trainer_cfg))
+        env_cfg = dataclasses.replace(base.env, num_envs=num_envs or base.env.num_envs)
+        trainers[name] = trainer_cls(dataclasses.replace(base, trainer=trainer_cfg, env=env_cfg))
     samples: dict[tuple[str, str], list[float]] = {
         (name, part): [] for name in trainers for part in ("collect", "update")
     }
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--rev", required=True, help="the git revision to compare against")
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS, choices=sorted(PRESETS))
+    parser.add_argument("--num-envs", type=int, help="N for every task (default: its preset's)")
     parser.set_defaults(reps=21)
     args = parser.parse_args(argv)
     meta = setup(
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         import_revision(args.rev, Path(scratch))
         for task in args.tasks:
             print(f"... {task}", flush=True)
-            rows.append(measure(task, args.reps))
+            rows.append(measure(task, args.reps, args.num_envs))
     print()
     print_table(
         rows,
