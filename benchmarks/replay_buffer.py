@@ -1,13 +1,17 @@
-"""Replay buffer: steady-state allocations of add/sample, peak memory, and their timings.
+"""Replay buffers: steady-state allocations of add/sample, peak memory, timings, image bytes.
 
 Run from the repository root:
 
     .venv/bin/python -m benchmarks.replay_buffer
 
-A buffer of 1M transitions shaped like HalfCheetah's (obs 17, action 6) takes N = 64 and
-1024 transitions per call, through `add` (a TensorDict of N transitions) and `add_rollout`
-(a rollout of N envs x 1 step, what the off-policy loop adds per collector call), and is
-sampled in batches of 256.
+1M-transition buffers shaped like HalfCheetah's (obs 17, action 6): the explicit
+`ReplayBuffer` (offline datasets, recordings) takes N = 64 and 1024 transitions per call
+through `add` (a TensorDict of N transitions) and `add_rollout` (a rollout of N envs x 1
+step); the online `StreamReplayBuffer` (each observation stored once), one per N, takes the
+same rollouts through `add_rollout`, each continuing the previous one as the collector's do
+(env 0 truncated at every add: a final kept apart per call, one transition in N with one,
+far more than time limits give and the most work for `sample`). Each is sampled in batches
+of 256.
   - Allocations: after warm-up, 20 calls run under `torch.profiler.profile(profile_memory=
     True)`, and every allocation record of torch's CPU allocator in the profile's event tree
     is summed (positive sizes only). Per-op memory figures (`cpu_memory_usage`) are not
@@ -15,12 +19,20 @@ sampled in batches of 256.
     method is checked first: a deliberate 256-byte `torch.empty`, and one freed again
     inside the same profiled scope, must both show up in full; and `add_rollout` of a
     rollout with `mask` (which gathers the valid rows, by design) must show its gathers.
-  - Peak memory: glibc's high-water mark VmHWM is reset (`/proc/self/clear_refs`) and the
-    current VmRSS read before the buffer is built; VmHWM after filling it completely
-    (wrapped) and sampling, minus that RSS, is the growth; over the buffer's nominal bytes
-    it is the ratio (target <= 1.1). Without the reset the figure can only be too high.
+  - Peak memory, per buffer kind (N = 1024): glibc's high-water mark VmHWM is reset
+    (`/proc/self/clear_refs`) and the current VmRSS read before the buffer is built; VmHWM
+    after filling it completely (wrapped) and sampling, minus that RSS, is the growth; over
+    the buffer's nominal bytes it is the ratio (target <= 1.1). Without the reset the
+    figure can only be too high.
   - Timings: `benchmarks.common.time_interleaved` (the calls alternate within each of
     `--reps` repetitions of >= 0.1 s each); the median microseconds per call.
+
+Camera images (3 x 84 x 84 uint8 and a float32 [8] vector, action 6, N = 16 envs): bytes per
+stored transition of the store-once buffer (nominal bytes / capacity at 100k transitions,
+episodes of 1,000 steps; computed on the meta device) against the raw observation, the
+explicit uint8 layout and a naive float32 `obs` + `next_obs` one, all with the scalars; and
+`add_rollout` / `sample(256)` timings of both buffers at 20k transitions (env 0 truncated at
+every add, as above: 1 in 16 sampled transitions has a kept-apart final to copy).
 """
 
 from __future__ import annotations
@@ -34,25 +46,52 @@ from torch._C._profiler import _EventType
 
 from benchmarks.common import base_parser, print_table, setup, time_interleaved, write_json
 from benchmarks.update_memory import read_status_kb, reset_hwm
-from rlcore.observations import FLAT_KEY, as_spec
+from rlcore.observations import ObsEntry, ObsSpec, as_spec
 from rlcore.replay import ReplayBuffer
-from rlcore.rollout import DONE, FINAL_OBS, MASK, OBS, RolloutSpec, make_rollout
+from rlcore.rollout import DONE, FINAL_OBS, MASK, OBS, TRUNCATED, RolloutSpec, make_rollout
+from rlcore.stream_replay import StreamReplayBuffer
 
 OBS_DIM, ACTION_DIM, CAPACITY, BATCH, CALLS = 17, 6, 1_000_000, 256, 20
 SIZES = (64, 1024)
+EPISODE_STEPS = 1000
+IMAGE_SPEC = {"image": ObsEntry((3, 84, 84), torch.uint8), "state": ObsEntry((8,), torch.float32)}
+IMAGE_ENVS, IMAGE_CAPACITY, IMAGE_TIMED_CAPACITY = 16, 100_000, 20_000
 
 
-def rollout_of(num_envs: int) -> TensorDict:
-    """A filled rollout of `num_envs` envs x 1 step, one env in seven done."""
-    spec = RolloutSpec(
-        num_envs, 1, as_spec(OBS_DIM), (ACTION_DIM,), torch.float32, False, False,
-        torch.device("cpu"), with_final_obs=True,
+def rollout_of(num_envs: int, spec: ObsSpec | None = None) -> TensorDict:
+    """A filled rollout of `num_envs` envs x 1 step, env 0 truncated, that continues itself:
+    its first observation is its last, as the collector's next one would be."""
+    spec = spec or as_spec(OBS_DIM)
+    rollout = make_rollout(
+        RolloutSpec(
+            num_envs, 1, spec, (ACTION_DIM,), torch.float32, False, False,
+            torch.device("cpu"), with_final_obs=True,
+        )
     )  # fmt: skip
-    rollout = make_rollout(spec)
-    rollout[OBS, FLAT_KEY].normal_()
-    rollout[FINAL_OBS, FLAT_KEY].normal_()
-    rollout[DONE][::7] = True
+    for key in (OBS, FINAL_OBS):
+        for value in rollout[key].values():
+            value.copy_(torch.randint(0, 256, value.shape).to(value.dtype))
+    rollout[OBS][:, 0] = rollout[OBS][:, -1]
+    rollout[TRUNCATED][0, 0] = rollout[DONE][0, 0] = True
     return rollout
+
+
+def stream_buffer(
+    capacity: int, num_envs: int, spec: ObsSpec | None = None, device: str = "cpu"
+) -> StreamReplayBuffer:
+    return StreamReplayBuffer(
+        capacity, spec or as_spec(OBS_DIM), (ACTION_DIM,), torch.float32, device,
+        torch.Generator().manual_seed(0), num_envs=num_envs, max_episode_steps=EPISODE_STEPS,
+    )  # fmt: skip
+
+
+def explicit_buffer(
+    capacity: int, spec: ObsSpec | None = None, device: str = "cpu"
+) -> ReplayBuffer:
+    return ReplayBuffer(
+        capacity, spec or as_spec(OBS_DIM), (ACTION_DIM,), torch.float32, device,
+        torch.Generator().manual_seed(0),
+    )  # fmt: skip
 
 
 def allocated_bytes(fn: Callable[[], object], calls: int = CALLS) -> int:
@@ -90,7 +129,7 @@ def masked_add_bytes() -> int:
     """Bytes one `add_rollout` of a masked rollout allocates (it gathers the valid rows)."""
     masked = rollout_of(64)
     masked.set(MASK, torch.ones(masked.batch_size, dtype=torch.bool))
-    small = ReplayBuffer(4096, OBS_DIM, (ACTION_DIM,), torch.float32, "cpu", torch.Generator())
+    small = explicit_buffer(4096)
     small.add_rollout(masked)  # warm-up
     return allocated_bytes(lambda: small.add_rollout(masked), calls=1)
 
@@ -98,7 +137,7 @@ def masked_add_bytes() -> int:
 def transitions_of(buffer: ReplayBuffer, count: int) -> TensorDict:
     """`count` random transitions with the buffer's keys, for `add`."""
     batch = buffer.empty_batch(count)
-    for value in batch.values():
+    for value in batch.values(include_nested=True, leaves_only=True):
         if value.dtype == torch.bool:
             value.copy_(torch.rand(value.shape) < 0.5)
         else:
@@ -106,10 +145,64 @@ def transitions_of(buffer: ReplayBuffer, count: int) -> TensorDict:
     return batch
 
 
+def peak_growth(build: Callable[[], Any], fill: Callable[[Any], None]) -> tuple[Any, int, bool]:
+    """The built and filled buffer, its peak RSS growth in bytes, whether VmHWM was reset."""
+    hwm_reset = reset_hwm()
+    rss_before_kb = read_status_kb("VmRSS")
+    buffer = build()
+    fill(buffer)
+    for _ in range(10):
+        buffer.sample(BATCH)
+    return buffer, (read_status_kb("VmHWM") - rss_before_kb) * 1024, hwm_reset
+
+
+def fill_rollouts(buffer: ReplayBuffer | StreamReplayBuffer, rollout: TensorDict) -> None:
+    """Add `rollout` until the buffer is full, and twice more: it has wrapped."""
+    while len(buffer) < buffer.capacity:
+        buffer.add_rollout(rollout)
+    for _ in range(2):
+        buffer.add_rollout(rollout)
+
+
+def image_bytes() -> list[dict[str, Any]]:
+    """Bytes per stored transition of a camera observation, per layout (meta device)."""
+    raw = sum(entry.nbytes for entry in IMAGE_SPEC.values())
+    scalars = 4 * ACTION_DIM + 4 + 1 + 1  # action, reward, terminated, truncated
+    floats = 2 * sum(4 * entry.nbytes // entry.dtype.itemsize for entry in IMAGE_SPEC.values())
+    once = stream_buffer(IMAGE_CAPACITY, IMAGE_ENVS, IMAGE_SPEC, device="meta")
+    explicit = explicit_buffer(IMAGE_CAPACITY, IMAGE_SPEC, device="meta")
+    layouts = [
+        ("raw observation + scalars", raw + scalars),
+        ("StreamReplayBuffer (store once)", once.nominal_bytes / once.capacity),
+        ("ReplayBuffer (uint8 obs + next_obs)", explicit.nominal_bytes / IMAGE_CAPACITY),
+        ("naive float32 obs + next_obs", floats + scalars),
+    ]
+    return [
+        {"layout": name, "bytes": value, "ratio": value / (raw + scalars)}
+        for name, value in layouts
+    ]
+
+
+def image_timings(reps: int) -> dict[str, float]:
+    """Median us per `add_rollout` (N = 16 x 1 step) and `sample(256)`, both layouts."""
+    rollout = rollout_of(IMAGE_ENVS, IMAGE_SPEC)
+    calls: dict[str, Callable[[], object]] = {}
+    buffers = {
+        "StreamReplayBuffer": stream_buffer(IMAGE_TIMED_CAPACITY, IMAGE_ENVS, IMAGE_SPEC),
+        "ReplayBuffer": explicit_buffer(IMAGE_TIMED_CAPACITY, IMAGE_SPEC),
+    }
+    for name, buffer in buffers.items():
+        while len(buffer) < buffer.capacity:
+            buffer.add_rollout(rollout)
+        calls[f"{name}.add_rollout"] = lambda b=buffer: b.add_rollout(rollout)
+        calls[f"{name}.sample({BATCH})"] = lambda b=buffer: b.sample(BATCH)
+    return {name: t.median_s * 1e6 for name, t in time_interleaved(calls, reps).items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    meta = setup(args, "replay buffer: allocations, memory, timings")
+    meta = setup(args, "replay buffer: allocations, memory, timings, image bytes")
     check_method()
     rollouts = {n: rollout_of(n) for n in SIZES}
     control = masked_add_bytes()
@@ -118,24 +211,31 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("the profiler misses the masked path's gathers; the figures would lie")
 
     # Peak memory first, with nothing else allocating: build, fill (wrapping) and sample.
-    hwm_reset = reset_hwm()
-    rss_before_kb = read_status_kb("VmRSS")
-    buffer = ReplayBuffer(
-        CAPACITY, OBS_DIM, (ACTION_DIM,), torch.float32, "cpu", torch.Generator().manual_seed(0)
+    memory: dict[str, dict[str, Any]] = {}
+    explicit, growth, hwm = peak_growth(
+        lambda: explicit_buffer(CAPACITY), lambda b: fill_rollouts(b, rollouts[1024])
     )
-    while len(buffer) < CAPACITY or buffer.cursor < 1024:
-        buffer.add_rollout(rollouts[1024])
-    for _ in range(10):
-        buffer.sample(BATCH)
-    growth = (read_status_kb("VmHWM") - rss_before_kb) * 1024
-    nominal = buffer.nominal_bytes
+    memory["ReplayBuffer"] = {"nominal": explicit.nominal_bytes, "growth": growth, "hwm": hwm}
+    streams = {}
+    streams[1024], growth, hwm = peak_growth(
+        lambda: stream_buffer(CAPACITY, 1024), lambda b: fill_rollouts(b, rollouts[1024])
+    )
+    memory["StreamReplayBuffer"] = {"nominal": streams[1024].nominal_bytes, "growth": growth}
+    memory["StreamReplayBuffer"]["hwm"] = hwm
+    streams[64] = stream_buffer(CAPACITY, 64)
+    fill_rollouts(streams[64], rollouts[64])
 
-    batches = {n: transitions_of(buffer, n) for n in SIZES}
+    batches = {n: transitions_of(explicit, n) for n in SIZES}
     calls: dict[str, Callable[[], object]] = {}
     for n in SIZES:
-        calls[f"add (N={n})"] = lambda b=batches[n]: buffer.add(b)
-        calls[f"add_rollout (N={n})"] = lambda r=rollouts[n]: buffer.add_rollout(r)
-    calls[f"sample({BATCH})"] = lambda: buffer.sample(BATCH)
+        calls[f"ReplayBuffer.add (N={n})"] = lambda b=batches[n]: explicit.add(b)
+        calls[f"ReplayBuffer.add_rollout (N={n})"] = lambda r=rollouts[n]: explicit.add_rollout(r)
+    calls[f"ReplayBuffer.sample({BATCH})"] = lambda: explicit.sample(BATCH)
+    for n in SIZES:
+        calls[f"StreamReplayBuffer.add_rollout (N={n})"] = lambda n=n: streams[n].add_rollout(
+            rollouts[n]
+        )
+    calls[f"StreamReplayBuffer.sample({BATCH})"] = lambda: streams[1024].sample(BATCH)
     for fn in calls.values():
         for _ in range(10):  # warm-up: the first sample of a size allocates its batch
             fn()
@@ -153,16 +253,41 @@ def main(argv: list[str] | None = None) -> None:
             ("us", "us per call (median)", ".1f"),
         ],
     )
-    ratio = growth / nominal
+    for name, figures in memory.items():
+        print(
+            f"{name}: nominal {figures['nominal'] / 1e6:.1f} MB; peak RSS growth "
+            f"{figures['growth'] / 1e6:.1f} MB (VmHWM reset: "
+            f"{'yes' if figures['hwm'] else 'no, an upper bound'}); ratio "
+            f"{figures['growth'] / figures['nominal']:.3f} (target <= 1.1)"
+        )
+
+    layouts = image_bytes()
     print(
-        f"buffer nominal {nominal / 1e6:.1f} MB; peak RSS growth {growth / 1e6:.1f} MB "
-        f"(VmHWM reset: {'yes' if hwm_reset else 'no, an upper bound'}); "
-        f"ratio {ratio:.3f} (target <= 1.1)"
+        f"\ncamera observation {', '.join(f'{k} {e.describe()}' for k, e in IMAGE_SPEC.items())}"
+        f", action {ACTION_DIM}; {IMAGE_ENVS} envs, episodes of {EPISODE_STEPS} steps, "
+        f"{IMAGE_CAPACITY:,d} transitions"
+    )
+    print_table(
+        layouts,
+        [
+            ("layout", "layout", ""),
+            ("bytes", "bytes / stored transition", ",.1f"),
+            ("ratio", "x raw + scalars", ".3f"),
+        ],
+    )
+    image_us = image_timings(args.reps)
+    print(
+        f"\nat {IMAGE_TIMED_CAPACITY:,d} transitions, N = {IMAGE_ENVS} envs x 1 step per add, "
+        "env 0 truncated at every add:"
+    )
+    print_table(
+        [{"call": name, "us": us} for name, us in image_us.items()],
+        [("call", "call", ""), ("us", "us per call (median)", ".1f")],
     )
     write_json(
         args.json,
         meta,
-        {"rows": rows, "nominal_bytes": nominal, "rss_growth": growth, "hwm_reset": hwm_reset},
+        {"rows": rows, "memory": memory, "image_layouts": layouts, "image_us": image_us},
     )
 
 

@@ -368,6 +368,12 @@ class _Importer:
 
     def _policy(self, algo: str) -> None:
         name = self.get("policy.name")
+        if name == "vla":
+            raise ConfigImportError([
+                "policy.name: 'vla' (a vision-language-action model) is not supported: policies "
+                "here are MLPs over named observation entries, with CNN encoders for camera "
+                "images (policy.encoders); import it with actor_critic or actor_only"
+            ])  # fmt: skip
         if name == POLICIES[algo]:
             self.imported.append(f"(policy.name: {name}, as {algo}'s policy is here too)")
         elif name is not None:

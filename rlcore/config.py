@@ -25,7 +25,7 @@ MUJOCO_PREFIX = "mujoco:"  # "mujoco:<task>": native batched MuJoCo (rlcore.envs
 MUJOCO_TASKS = ("HalfCheetah", "Hopper", "Ant")  # rlcore.envs.mujoco_batch.TASKS builds them
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
 # Per observation entry: a float vector read by the MLP, or an image encoder (rlcore.encoders).
-ENCODER_NAMES = ("mlp", "nature", "drq")
+ENCODER_NAMES = ("mlp", "nature", "drq", "spatial")
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
@@ -98,8 +98,9 @@ class PolicyConfig:
     `actor_obs` / `critic_obs`: the entries each network reads (None: the actor every entry
     but the env's privileged ones, the critic every entry), so an asymmetric critic is one
     line. `encoders`: per entry, `mlp` (a float vector, read by the network's MLP) or an
-    image encoder (`nature`, `drq`; `rlcore.encoders`); an entry not named gets `mlp` if it
-    is a vector, else `nature` for images of at least 36x36 pixels and `drq` below.
+    image encoder (`nature`, `drq`, `spatial`; `rlcore.encoders`); an entry not named gets
+    `mlp` if it is a vector, else `nature` for images of at least 36x36 pixels and `drq`
+    below.
     """
 
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -196,7 +197,8 @@ class ReplayConfig:
     ratio), each on a uniform batch of `batch_size`. The first `warmup_steps` env steps act
     uniformly at random and take no gradient step. `save_in_checkpoint` (null: when the
     buffer's nominal size is under 1 GB) keeps resume exact; without it a resumed run
-    starts from an empty buffer.
+    starts from an empty buffer. The buffer stores each observation once
+    (`rlcore.stream_replay`), `capacity` rounded up to whole rows of `env.num_envs`.
     """
 
     capacity: int = 1_000_000

@@ -45,7 +45,7 @@ from tensordict import TensorDict
 
 from rlcore.errors import DISK_FULL, ConfigError
 from rlcore.observations import FLAT_KEY, ObsEntry, ObsSpec, describe, is_flat
-from rlcore.replay import NEXT_OBS, ReplayBuffer
+from rlcore.replay import NEXT_OBS, ReplayBuffer, TransitionSource, leaves
 from rlcore.rollout import OBS
 
 FLAT_FORMAT, FORMAT_VERSION = 1, 2  # what a flat env's dataset is written in; the newest
@@ -62,14 +62,15 @@ OBS_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}  # what `obs_spec`
 # Entry names become file names: nothing that could name another path.
 _ENTRY_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 _READ_CHUNK_BYTES = 64 << 20  # rows are read and copied to the device this many at a time
+_WRITE_CHUNK_BYTES = 64 << 20  # rows are gathered to the host and written this many at a time
 
 
 class DatasetError(ConfigError):
     """A dataset directory is missing, damaged or does not fit the env."""
 
 
-def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any]) -> None:
-    """Write the buffer's filled transitions (oldest first) as a dataset directory at `path`.
+def save_dataset(path: str | Path, buffer: TransitionSource, source: dict[str, Any]) -> None:
+    """Write the buffer's transitions (oldest first, `next_obs` explicit) as a dataset at `path`.
 
     `path` must be new or one of our datasets (`check_replaceable`); a disk that fills up
     raises `DatasetError` and leaves the previous dataset as it was.
@@ -79,19 +80,16 @@ def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any])
         raise ValueError(f"cannot save dataset {path}: the replay buffer is empty")
     check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    storage = buffer.storage
-    start = buffer.cursor if buffer.size == buffer.capacity else 0
-    order = torch.arange(start, start + buffer.size, device=buffer.device) % buffer.capacity
-    spec = {str(key): ObsEntry(tuple(v.shape[1:]), v.dtype) for key, v in storage[OBS].items()}
+    schema = buffer.empty_batch(0)
+    spec = {str(key): ObsEntry(tuple(v.shape[1:]), v.dtype) for key, v in schema[OBS].items()}
     flat = is_flat(spec)
-    columns = {_column_name(key, flat): value for key, value in _leaves(storage[order].cpu())}
-    action = storage["action"]
+    action = schema["action"]
     meta: dict[str, Any] = {
         "format_version": FLAT_FORMAT if flat else FORMAT_VERSION,
-        "transitions": buffer.size,
+        "transitions": len(buffer),
         "action_shape": list(action.shape[1:]),
         "action_dtype": _dtype_name(action.dtype),
-        "with_success": "success" in storage,
+        "with_success": "success" in schema,
         "source": source,
     }
     if flat:
@@ -104,7 +102,7 @@ def save_dataset(path: str | Path, buffer: ReplayBuffer, source: dict[str, Any])
     with _disk_full_is_one_line(path):
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
         try:
-            _write_transitions(tmp / TRANSITIONS, columns, buffer.size, tensordict_meta=flat)
+            _write_transitions(tmp / TRANSITIONS, buffer, flat)
             _write_file(tmp / META, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
             tmp.chmod(0o755)
             _replace(tmp, path)
@@ -146,10 +144,6 @@ def _old(path: Path) -> Path:
     return path.with_name(f".{path.name}.old")
 
 
-def _leaves(rows: TensorDict) -> list[tuple[str | tuple[str, ...], torch.Tensor]]:
-    return list(rows.items(include_nested=True, leaves_only=True))
-
-
 def _column_name(key: str | tuple[str, ...], flat: bool) -> str:
     """A storage key's file stem: `action`; `obs.image` (format 2) or `obs` (a flat env's
     format 1)."""
@@ -158,27 +152,31 @@ def _column_name(key: str | tuple[str, ...], flat: bool) -> str:
     return key[0] if flat else ".".join(key)
 
 
-def _write_transitions(
-    folder: Path, columns: dict[str, torch.Tensor], transitions: int, tensordict_meta: bool
-) -> None:
-    """One raw file per column, and (format 1) tensordict's metadata so its `load_memmap`
-    reads them."""
+def _write_transitions(folder: Path, buffer: TransitionSource, flat: bool) -> None:
+    """One raw file per column, appended chunk by chunk (a buffer that stores each
+    observation once materialises `next_obs` chunk by chunk), and (format 1, `flat`)
+    tensordict's metadata so its `load_memmap` reads them."""
     folder.mkdir()
-    td_meta: dict[str, Any] = {}
-    for key, column in columns.items():
-        data = column.contiguous().reshape(-1).view(torch.uint8).numpy()
-        _write_file(folder / f"{key}{SUFFIX}", memoryview(data))
-        entry = {"device": "cpu", "shape": list(column.shape), "dtype": str(column.dtype)}
-        td_meta[key] = entry | {"is_nested": False}
-    if not tensordict_meta:
+    schema = {_column_name(key, flat): c for key, c in leaves(buffer.empty_batch(0))}
+    row_bytes = sum(_row_bytes(c.shape[1:], c.dtype) for c in schema.values())
+    with contextlib.ExitStack() as stack:
+        files = {key: stack.enter_context((folder / f"{key}{SUFFIX}").open("wb")) for key in schema}
+        for rows in buffer.chunks(max(1, _WRITE_CHUNK_BYTES // row_bytes)):
+            for key, column in leaves(rows.cpu()):
+                data = column.contiguous().reshape(-1).view(torch.uint8).numpy()
+                files[_column_name(key, flat)].write(memoryview(data))
+        for handle in files.values():
+            handle.flush()
+            os.fsync(handle.fileno())  # a full disk some filesystems report only here
+    if not flat:
         return
-    td_meta |= {
-        "shape": [transitions],
-        "device": "cpu",
-        "_type": "<class 'tensordict._td.TensorDict'>",
-        "_format_version": 1,
-        "_class": "tensordict:TensorDict",
+    n, cpu = len(buffer), {"device": "cpu"}
+    td_meta: dict[str, Any] = {
+        key: cpu | {"shape": [n, *c.shape[1:]], "dtype": str(c.dtype), "is_nested": False}
+        for key, c in schema.items()
     }
+    td_meta |= cpu | {"shape": [n], "_type": "<class 'tensordict._td.TensorDict'>"}
+    td_meta |= {"_format_version": 1, "_class": "tensordict:TensorDict"}
     _write_file(folder / META, json.dumps(td_meta).encode())
 
 
@@ -424,7 +422,7 @@ def _columns(meta: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dty
     flat = meta["format_version"] == FLAT_FORMAT
     return {
         _column_name(key, flat): (tuple(col.shape[1:]), col.dtype)
-        for key, col in _leaves(schema.storage)
+        for key, col in leaves(schema.storage)
     }
 
 

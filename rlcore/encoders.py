@@ -4,10 +4,12 @@ Images stay uint8 from the env through the rollout and the replay buffer: a floa
 four times the memory, and a buffer of 84x84x3 frames is where memory runs out first. They
 become float only inside the network, where `ImageEncoder.forward` divides by 255.
 
-Two encoders: NatureCNN (Mnih et al. 2015, "Human-level control through deep reinforcement
+Three encoders: NatureCNN (Mnih et al. 2015, "Human-level control through deep reinforcement
 learning"), the usual choice for on-policy PPO/GRPO, and DrQ-v2's (Yarats et al. 2021,
 "Mastering Visual Continuous Control: Improved Data-Augmented Reinforcement Learning") with its
 Linear-LayerNorm-tanh trunk, for SAC, whose smaller stride also accepts smaller images.
+`spatial` turns a short conv stack's maps into keypoints (expected (x, y) of each map's
+softmax; Levine et al. 2016), for manipulation, where small objects' positions matter.
 `random_shift` is the augmentation of DrQ (Kostrikov, Yarats and Fergus 2020), which DrQ-v2
 keeps.
 """
@@ -28,7 +30,34 @@ from rlcore.errors import ConfigError
 class _EncoderSpec:
     convs: tuple[tuple[int, int, int], ...]  # (out_channels, kernel, stride), ReLU after each
     center: float  # subtracted after /255
-    trunk: Callable[[int, int], nn.Sequential]  # (flat_dim, features) -> head after flatten
+    # (conv output shape (C, H, W), features) -> the head over the conv stack's feature maps
+    trunk: Callable[[tuple[int, int, int], int], nn.Module]
+
+
+class SpatialKeypoints(nn.Module):
+    """Feature maps to keypoints: a 1x1 conv makes `features / 2` maps, a spatial softmax
+    turns each into the expected (x, y) of its activation in [-1, 1] (Levine et al. 2016,
+    "End-to-End Training of Deep Visuomotor Policies"; robomimic's default). Where small
+    objects are in the image is what manipulation needs, and a flattened conv stack keeps
+    it only implicitly.
+    """
+
+    def __init__(self, maps: tuple[int, int, int], features: int) -> None:
+        super().__init__()
+        if features % 2:
+            raise ConfigError(
+                f"encoder 'spatial' outputs (x, y) pairs: features must be even, got {features}"
+            )
+        channels, height, width = maps
+        self.keypoints = nn.Conv2d(channels, features // 2, 1)
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij"
+        )
+        self.register_buffer("grid", torch.stack((xs.reshape(-1), ys.reshape(-1)), 1))
+
+    def forward(self, maps: torch.Tensor) -> torch.Tensor:
+        attention = self.keypoints(maps).flatten(2).softmax(-1)  # [B, K, H * W]
+        return (attention @ self.grid).flatten(1)  # [B, 2K]: (x, y) per keypoint
 
 
 def _orthogonal(layer: nn.Conv2d | nn.Linear, gain: float) -> nn.Conv2d | nn.Linear:
@@ -37,18 +66,24 @@ def _orthogonal(layer: nn.Conv2d | nn.Linear, gain: float) -> nn.Conv2d | nn.Lin
     return layer
 
 
-def _nature_trunk(flat_dim: int, features: int) -> nn.Sequential:
-    return nn.Sequential(_orthogonal(nn.Linear(flat_dim, features), math.sqrt(2)), nn.ReLU())
+def _flat(maps: tuple[int, int, int]) -> int:
+    return maps[0] * maps[1] * maps[2]
 
 
-def _drq_trunk(flat_dim: int, features: int) -> nn.Sequential:
-    linear = _orthogonal(nn.Linear(flat_dim, features), 1.0)
-    return nn.Sequential(linear, nn.LayerNorm(features), nn.Tanh())
+def _nature_trunk(maps: tuple[int, int, int], features: int) -> nn.Sequential:
+    linear = _orthogonal(nn.Linear(_flat(maps), features), math.sqrt(2))
+    return nn.Sequential(nn.Flatten(), linear, nn.ReLU())
+
+
+def _drq_trunk(maps: tuple[int, int, int], features: int) -> nn.Sequential:
+    linear = _orthogonal(nn.Linear(_flat(maps), features), 1.0)
+    return nn.Sequential(nn.Flatten(), linear, nn.LayerNorm(features), nn.Tanh())
 
 
 _SPECS: dict[str, _EncoderSpec] = {
     "nature": _EncoderSpec(((32, 8, 4), (64, 4, 2), (64, 3, 1)), 0.0, _nature_trunk),
     "drq": _EncoderSpec(((32, 3, 2), (32, 3, 1), (32, 3, 1), (32, 3, 1)), 0.5, _drq_trunk),
+    "spatial": _EncoderSpec(((16, 5, 2), (16, 3, 2)), 0.0, SpatialKeypoints),
 }
 ENCODER_KINDS: tuple[str, ...] = tuple(_SPECS)
 
@@ -129,12 +164,14 @@ class ImageEncoder(nn.Module):
                 x = layer(x)
                 if isinstance(layer, nn.Conv2d):
                     floats += 2 * x.numel()  # conv output and its ReLU output
-        self.trunk = spec.trunk(x.numel(), features)
-        floats += 2 * sum(
-            m.normalized_shape[0] if isinstance(m, nn.LayerNorm) else m.out_features
-            for m in self.trunk
-            if isinstance(m, nn.Linear | nn.LayerNorm)
-        )
+        self.trunk = spec.trunk(tuple(x.shape[1:]), features)
+        with torch.no_grad():
+            for module in self.trunk.modules():  # each output the trunk saves for backward
+                if isinstance(module, nn.Conv2d):
+                    x = module(x)
+                    floats += 2 * x.numel()
+                elif isinstance(module, nn.Linear | nn.LayerNorm):
+                    floats += 2 * features
         self._activation_floats = floats
 
     def activation_bytes_per_sample(self) -> int:
@@ -155,7 +192,7 @@ class ImageEncoder(nn.Module):
         x = images.reshape(-1, *self.shape).to(torch.float32).div_(255.0)
         if self.center:
             x = x.sub_(self.center)
-        out = self.trunk(self.convs(x).flatten(1))
+        out = self.trunk(self.convs(x))
         return out.reshape(*lead, out.shape[-1])
 
 

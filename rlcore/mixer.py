@@ -2,7 +2,9 @@
 
 LeRobot's `OnlineOfflineMixer` idea: the learner asks for one batch; a fixed share of its
 rows comes from the offline buffer (demonstrations, a recorded policy) and the rest from
-the online replay buffer, in one preallocated batch.
+the online replay buffer, in one preallocated batch. The two may store transitions in
+different layouts (the online buffer each observation once, a dataset `obs` and `next_obs`):
+both sample into the same batch layout (`rlcore.replay`), which is what has to match.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from rlcore.replay import ReplayBuffer
+from rlcore.replay import TransitionSource, column_name, leaves
 
 
 class DataMixer:
@@ -22,7 +24,7 @@ class DataMixer:
     """
 
     def __init__(
-        self, online: ReplayBuffer, offline: ReplayBuffer | None, offline_fraction: float
+        self, online: TransitionSource, offline: TransitionSource | None, offline_fraction: float
     ) -> None:
         if not 0.0 <= offline_fraction <= 1.0:
             raise ValueError(f"offline_fraction must be in [0, 1], got {offline_fraction}")
@@ -64,12 +66,11 @@ class DataMixer:
         return batch
 
 
-def _check_same_layout(online: ReplayBuffer, offline: ReplayBuffer) -> None:
-    """Both buffers hold the same keys, shapes and dtypes; the error names what differs."""
+def _check_same_layout(online: TransitionSource, offline: TransitionSource) -> None:
+    """Both buffers sample the same keys, shapes and dtypes; the error names what differs."""
 
-    def columns(buffer: ReplayBuffer) -> dict[str, torch.Tensor]:
-        leaves = buffer.storage.items(include_nested=True, leaves_only=True)
-        return {key if isinstance(key, str) else "/".join(key): c for key, c in leaves}
+    def columns(buffer: TransitionSource) -> dict[str, torch.Tensor]:
+        return {column_name(key): c for key, c in leaves(buffer.empty_batch(0))}
 
     mine_all, theirs_all = columns(online), columns(offline)
     if set(mine_all) != set(theirs_all):

@@ -2,10 +2,11 @@
 
 The trainer collects `num_envs x num_steps` env steps into the shared rollout exactly as
 on-policy (the collector also keeps each done transition's true final observation), then
-hands the rollout to `OffPolicyLearner.learn`, which appends it to the replay buffer and
-takes `replay.updates_per_step` gradient steps per env step (fractions carry over to the
-next iteration), each on a batch the `DataMixer` draws from the online buffer and, when
-`replay.offline` is set, an offline dataset.
+hands the rollout to `OffPolicyLearner.learn`, which appends it to the replay buffer (a
+`StreamReplayBuffer`: each observation stored once) and takes `replay.updates_per_step`
+gradient steps per env step (fractions carry over to the next iteration), each on a batch
+the `DataMixer` draws from the online buffer and, when `replay.offline` is set, an offline
+dataset.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rlcore.envs.base import BatchedEnv
 from rlcore.errors import NonFiniteError
 from rlcore.mixer import DataMixer
 from rlcore.policies import UniformRandomPolicy
-from rlcore.replay import ReplayBuffer
+from rlcore.stream_replay import StreamReplayBuffer
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class OffPolicyLearner:
         fraction = 0.0 if rc.offline is None else rc.offline.fraction
         self.offline_only = fraction == 1.0
         capacity = 1 if self.offline_only else rc.capacity
-        self.buffer = ReplayBuffer.for_env(env, capacity, generator)
+        self.buffer = StreamReplayBuffer.for_env(env, capacity, generator)
         self.mixer = DataMixer(self.buffer, offline, fraction)
         self.save_buffer = (
             rc.save_in_checkpoint

@@ -273,13 +273,8 @@ class SquashedGaussianActor(ReadsObservations):
         high = torch.as_tensor(action_space.high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
-        self._read_observations(obs_spec, cfg, with_critic=True)
-        if self.actor_reader.encoders or self.critic_reader.encoders:
-            images = [*self.actor_reader.encoders, *self.critic_reader.encoders]
-            raise ConfigError(
-                f"algorithm.name 'sac' does not read images yet (entries {sorted(set(images))}); "
-                "use ppo, or policy.actor_obs / critic_obs without them"
-            )
+        # One encoder per image entry, trained by the critics, read by the actor (DrQ-v2).
+        self._read_observations(obs_spec, cfg, with_critic=True, share_images=True)
         layers: list[nn.Module] = []
         in_dim = self.actor_reader.out_dim
         for size in cfg.hidden_sizes:
@@ -287,10 +282,13 @@ class SquashedGaussianActor(ReadsObservations):
             in_dim = size
         self.actor = nn.Sequential(*layers, nn.Linear(in_dim, 2 * self.action_dim))
 
-    def features(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
-        """The actor's and the critics' inputs: their entries, normalised, concatenated."""
+    def features(
+        self, obs: Observation, detach_images: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's and the critics' inputs: their entries, normalised (images
+        encoded), concatenated; `detach_images`: the encoders get no gradient from them."""
         x = self.inputs.normalized(obs)
-        return self.actor_reader(x), self.critic_reader(x)
+        return self.actor_reader(x, detach_images), self.critic_reader(x, detach_images)
 
     def _actor_input(self, obs: Observation) -> torch.Tensor:
         return self.actor_reader(self.inputs.normalized(obs))

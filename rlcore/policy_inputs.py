@@ -131,8 +131,17 @@ class ObservationReader(nn.Module):
             encoders[key].features if key in encoders else spec[key].shape[0] for key in self.keys
         )
 
-    def forward(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        parts = [inputs[key] if enc is None else enc(inputs[key]) for key, enc in self._plan]
+    def forward(
+        self, inputs: Mapping[str, torch.Tensor], detach_images: bool = False
+    ) -> torch.Tensor:
+        """The network's input; `detach_images`: the encoders get no gradient from it."""
+        parts = []
+        for key, enc in self._plan:
+            if enc is None:
+                parts.append(inputs[key])
+            else:
+                features = enc(inputs[key])
+                parts.append(features.detach() if detach_images else features)
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def activation_bytes_per_sample(self) -> int:
@@ -181,8 +190,13 @@ class ReadsObservations(nn.Module):
     critic_reader: ObservationReader | None
 
     def _read_observations(
-        self, obs_spec: ObsSpec | int, cfg: PolicyConfig, with_critic: bool
+        self,
+        obs_spec: ObsSpec | int,
+        cfg: PolicyConfig,
+        with_critic: bool,
+        share_images: bool | None = None,
     ) -> None:
+        """`share_images` overrides `cfg.share_image_encoder`."""
         self.obs_spec = spec = as_spec(obs_spec)
         actor_keys, critic_keys = read_keys(spec, cfg)
         kinds = {
@@ -202,9 +216,16 @@ class ReadsObservations(nn.Module):
         self.actor_reader = ObservationReader(spec, actor_keys, actor_encoders)
         self.critic_reader = None
         if with_critic:
-            shared = actor_encoders if cfg.share_image_encoder else {}
+            share = cfg.share_image_encoder if share_images is None else share_images
+            shared = actor_encoders if share else {}
             fresh = image_encoders([k for k in critic_keys if k not in shared])
             self.critic_reader = ObservationReader(spec, critic_keys, shared | fresh)
+
+    def image_encoders(self) -> list[nn.Module]:
+        """Every image encoder of the policy, each once."""
+        readers = [r for r in (self.actor_reader, self.critic_reader) if r is not None]
+        unique = {id(e): e for r in readers for e in r.encoders.values()}
+        return list(unique.values())
 
     @property
     def actor_keys(self) -> tuple[str, ...]:

@@ -293,6 +293,7 @@ _BUILTIN_FAMILIES = {
     "cartpole": DISCRETE_CLASSIC,
     "pendulum": CONTINUOUS_CLASSIC,
     "push_cube": MANIPULATION,
+    "push_cube_pixels": MANIPULATION,
 }
 # Each family's defaults per algorithm: the preset they come from.
 FAMILY_PRESETS: dict[str, dict[str, str]] = {

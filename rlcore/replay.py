@@ -1,31 +1,56 @@
-"""ReplayBuffer: a preallocated circular store of transitions on the training device.
+"""Replay buffers: transitions on the training device, sampled uniformly with the run's generator.
 
-Storage is one TensorDict of batch shape `[capacity]`, allocated once:
+Every buffer hands out batches of one layout (what SAC and the `DataMixer` read):
 
 | key          | shape            | dtype            | meaning                                  |
 |--------------|------------------|------------------|------------------------------------------|
-| `obs`        | [C] entries      | per entry        | observation the action was taken from    |
-| `action`     | [C, A] or [C]    | float32 / int64  | the action, in the env's own space       |
-| `reward`     | [C]              | float32          | reward of the transition                 |
-| `next_obs`   | [C] entries      | per entry        | the observation the transition led to    |
-| `terminated` | [C]              | bool             | the MDP ended: never bootstrap           |
-| `truncated`  | [C]              | bool             | the time limit ended it (statistics)     |
-| `success`    | [C]              | bool             | envs that report success (statistics)    |
+| `obs`        | [B] entries      | per entry        | observation the action was taken from    |
+| `action`     | [B, A] or [B]    | float32 / int64  | the action, in the env's own space       |
+| `reward`     | [B]              | float32          | reward of the transition                 |
+| `next_obs`   | [B] entries      | per entry        | the observation the transition led to    |
+| `terminated` | [B]              | bool             | the MDP ended: never bootstrap           |
+| `truncated`  | [B]              | bool             | the time limit ended it (statistics)     |
+| `success`    | [B]              | bool             | envs that report success (statistics)    |
 
 `obs` and `next_obs` are nested TensorDicts of the env's named observation entries
-(`rlcore.observations`), each with its own dtype.
+(`rlcore.observations`), each with its own dtype (camera images stay uint8).
 
-`next_obs` is the true successor, also where an episode ended: for a done transition it is
-the env's final observation, never the first observation of the next episode that an
-auto-resetting env shows at `t + 1`. A learner bootstraps from `next_obs` exactly when
-`terminated` is false, so a time-limit end (truncated, not terminated) always bootstraps and
-a terminal one never does.
+`next_obs` is the true successor, also where an episode ended by its time limit: the env's
+final observation, never the first observation of the next episode that an auto-resetting
+env shows at `t + 1`. A learner bootstraps from `next_obs` exactly when `terminated` is
+false; a terminated transition's `next_obs` is finite but need not be the final observation
+(the online buffer hands out the next episode's first there).
+
+Two layouts store them:
+
+- `rlcore.stream_replay.StreamReplayBuffer`, the online buffer: the env streams as the
+  collector produced them, each observation stored once (a transition's `next_obs` is the
+  following row's observation), only the true final observations of time-limit ends kept
+  apart.
+- `ReplayBuffer`: explicit transitions, `obs` and `next_obs` each stored (2x the frame
+  bytes), for transitions that come without their stream: offline datasets
+  (`rlcore.datasets`) and recordings.
+
+Both allocate everything up front; `sample` gathers into a batch allocated on the first call
+of each batch size and reused afterwards, so a returned batch is overwritten by the next
+`sample` of that size.
+
+Thread safety: adding, `sample`, `state_dict` and `load_state_dict` each hold the buffer's
+lock while they touch its storage and counters, so a prefetching thread's `sample` sees every
+transition either entirely before or entirely after a concurrent add: never a transition
+whose fields come from different adds, and never a slot beyond the filled size. What is not
+protected: the returned batch (a thread consumes it before its next `sample` of that size;
+two threads sampling one size concurrently must pass their own `out`), and the generator
+(shared with whoever else draws from it). On CUDA the lock orders the kernel launches, so
+both threads must use the same stream.
 """
 
 from __future__ import annotations
 
+import abc
 import threading
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import gymnasium.spaces as spaces
 import torch
@@ -48,35 +73,88 @@ from rlcore.rollout import (
 
 NEXT_OBS = "next_obs"
 
+Key = str | tuple[str, ...]
 
-def _name(key: str | tuple[str, ...]) -> str:
+
+def column_name(key: Key) -> str:
     """A storage column's name in saved state: `obs/state`, `action`."""
     return key if isinstance(key, str) else "/".join(key)
+
+
+def leaves(td: TensorDict) -> list[tuple[Key, torch.Tensor]]:
+    """(key, tensor) of every stored tensor; observation entries are nested keys."""
+    return list(td.items(include_nested=True, leaves_only=True))
+
+
+def action_layout(env: BatchedEnv) -> tuple[tuple[int, ...], torch.dtype]:
+    """Shape and dtype of one of `env`'s actions: `()` int64 for a Discrete space."""
+    if isinstance(env.action_space, spaces.Discrete):
+        return (), torch.int64
+    return (env.action_dim,), torch.float32
+
+
+def ring_slices(start: int, count: int, size: int) -> list[tuple[slice, slice]]:
+    """(ring rows, source rows) pairs for `count` rows written from row `start` of a ring of
+    `size` rows: one slice, or two where the ring wraps."""
+    first = min(count, size - start)
+    pairs = [(slice(start, start + first), slice(0, first))]
+    if first < count:
+        pairs.append((slice(0, count - first), slice(first, count)))
+    return pairs
 
 
 # Saved buffers from before named observation entries.
 _LEGACY_NAMES = {OBS: f"{OBS}/{FLAT_KEY}", NEXT_OBS: f"{NEXT_OBS}/{FLAT_KEY}"}
 
 
-class ReplayBuffer:
-    """Circular buffer of transitions with uniform sampling from the run's generator.
+class TransitionSource(Protocol):
+    """What learners, the `DataMixer` and `save_dataset` read from a buffer, whatever its
+    layout: `len` (transitions stored), `sample` and `empty_batch` (the batch layout), and
+    `chunks` (every stored transition oldest first, `next_obs` explicit; not one snapshot
+    against concurrent adds)."""
 
-    Nothing is allocated after construction in the steady state: `add` and `add_rollout`
-    write straight into the storage (at most two slices per key, where the cursor wraps;
-    `add_rollout` of a rollout with `mask` is the exception, it gathers the valid rows), and
-    `sample` gathers into a batch allocated on the first call of each batch size and reused
-    afterwards, so a returned batch is overwritten by the next `sample` of that size.
+    def __len__(self) -> int: ...
 
-    Thread safety: `add`, `add_rollout`, `sample`, `state_dict` and `load_state_dict` each
-    hold one lock while they touch the storage, cursor and size, so a prefetching thread's
-    `sample` sees every transition either entirely before or entirely after a concurrent
-    add: never a transition whose fields come from different adds, and never a slot beyond
-    the filled size. What is not protected: the returned batch (a thread consumes it before
-    its next `sample` of that size; two threads sampling one size concurrently must pass
-    their own `out`), and the generator (shared with whoever else draws from it). On CUDA
-    the lock orders the kernel launches, so both threads must use the same stream.
+    def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict: ...
 
-    `generator` lives on the buffer's device (`torch.randint` draws the indices with it).
+    def empty_batch(self, batch_size: int) -> TensorDict: ...
+
+    def chunks(self, batch_size: int) -> Iterator[TensorDict]: ...
+
+
+class SampledBuffer(abc.ABC):
+    """The lock, generator and reused batches every buffer has."""
+
+    def __init__(self, device: torch.device | str, generator: torch.Generator) -> None:
+        self.device, self.generator = torch.device(device), generator
+        self._lock = threading.Lock()
+        self._batches: dict[int, TensorDict] = {}
+
+    @abc.abstractmethod
+    def empty_batch(self, batch_size: int) -> TensorDict:
+        """An uninitialised batch of the batch layout (module docstring)."""
+
+    def _target(self, batch_size: int, out: TensorDict | None) -> TensorDict:
+        """`out` once checked, else this buffer's reused batch of `batch_size` rows."""
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if out is not None and out.batch_size != torch.Size([batch_size]):
+            # index_select would resize a wrong-sized `out`, silently detaching it.
+            raise ValueError(f"out has batch size {list(out.batch_size)}, not [{batch_size}]")
+        if out is None:
+            out = self._batches.get(batch_size)
+            if out is None:
+                out = self._batches[batch_size] = self.empty_batch(batch_size)
+        return out
+
+
+class ReplayBuffer(SampledBuffer):
+    """Circular store of explicit transitions: one TensorDict of batch shape `[capacity]`
+    with the batch layout's keys (module docstring), `obs` and `next_obs` both stored.
+
+    `add` and `add_rollout` write straight into the storage (at most two slices per key,
+    where the cursor wraps; `add_rollout` of a rollout with `mask` is the exception, it
+    gathers the valid rows). `generator` lives on the buffer's device.
     """
 
     def __init__(
@@ -91,8 +169,8 @@ class ReplayBuffer:
     ) -> None:
         if type(capacity) is not int or capacity <= 0:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-        self.capacity, self.generator = capacity, generator
-        self.device = torch.device(device)
+        super().__init__(device, generator)
+        self.capacity = capacity
 
         def column(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(capacity, *shape, dtype=dtype, device=self.device)
@@ -108,26 +186,17 @@ class ReplayBuffer:
         if with_success:
             fields[SUCCESS] = column(dtype=torch.bool)
         self.storage = TensorDict(fields, batch_size=[capacity], device=self.device)
-        # (key, column) of every stored tensor; observation entries are nested keys.
-        self._columns = list(self.storage.items(include_nested=True, leaves_only=True))
+        self._columns = leaves(self.storage)
         self.cursor = 0  # where the next transition goes
         self.size = 0  # filled slots
-        self._lock = threading.Lock()
-        self._batches: dict[int, TensorDict] = {}
         self._indices: dict[int, torch.Tensor] = {}
 
     @staticmethod
     def for_env(env: BatchedEnv, capacity: int, generator: torch.Generator) -> ReplayBuffer:
         """A buffer shaped for `env`'s observations and actions, on its device."""
-        discrete = isinstance(env.action_space, spaces.Discrete)
+        shape, dtype = action_layout(env)
         return ReplayBuffer(
-            capacity,
-            env.obs_spec,
-            () if discrete else (env.action_dim,),
-            torch.int64 if discrete else torch.float32,
-            env.device,
-            generator,
-            with_success=env.has_success,
+            capacity, env.obs_spec, shape, dtype, env.device, generator, env.has_success
         )
 
     def __len__(self) -> int:
@@ -137,14 +206,6 @@ class ReplayBuffer:
     def nominal_bytes(self) -> int:
         """Bytes held by the storage."""
         return sum(c.numel() * c.element_size() for _, c in self._columns)
-
-    def _slices(self, count: int) -> list[tuple[slice, slice]]:
-        """(storage rows, source rows) pairs for `count` transitions at the cursor."""
-        first = min(count, self.capacity - self.cursor)
-        pairs = [(slice(self.cursor, self.cursor + first), slice(0, first))]
-        if first < count:
-            pairs.append((slice(0, count - first), slice(first, count)))
-        return pairs
 
     def _advance(self, count: int) -> None:
         self.cursor = (self.cursor + count) % self.capacity
@@ -159,7 +220,7 @@ class ReplayBuffer:
             count = batch.batch_size[0]
             if count > self.capacity:
                 batch, count = batch[count - self.capacity :], self.capacity
-            for rows, source in self._slices(count):
+            for rows, source in ring_slices(self.cursor, count, self.capacity):
                 for key, column in self._columns:
                     column[rows].copy_(batch[key][source])
             self._advance(count)
@@ -178,12 +239,7 @@ class ReplayBuffer:
             return value.transpose(0, 1)[:horizon].flatten(0, 1)
 
         done = steps(rollout[DONE])
-        flat = {
-            ACTION: steps(rollout[ACTION]),
-            REWARD: steps(rollout[REWARD]),
-            TERMINATED: steps(rollout[TERMINATED]),
-            TRUNCATED: steps(rollout[TRUNCATED]),
-        }
+        flat = {key: steps(rollout[key]) for key in (ACTION, REWARD, TERMINATED, TRUNCATED)}
         if SUCCESS in self.storage:
             flat[SUCCESS] = steps(rollout[SUCCESS])
         entries = [
@@ -207,7 +263,7 @@ class ReplayBuffer:
                 done = done[skip:]
                 entries = [(k, o, f[skip:], e[skip:]) for k, o, f, e in entries]
                 count = self.capacity
-            for rows, source in self._slices(count):
+            for rows, source in ring_slices(self.cursor, count, self.capacity):
                 for key, value in flat.items():
                     self.storage[key][rows].copy_(value[source])
                 for key, _, following, final in entries:
@@ -219,19 +275,11 @@ class ReplayBuffer:
     def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict:
         """Draw `batch_size` transitions uniformly (with replacement) from the filled slots.
 
-        Writes into `out` (batch shape [batch_size], the storage's keys; a view into a larger
+        Writes into `out` (batch shape [batch_size], the batch layout; a view into a larger
         batch works, as its rows are contiguous) if given, else into this buffer's reused
-        batch of that size, which the next `sample` of that size overwrites.
+        batch of that size.
         """
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        if out is not None and out.batch_size != torch.Size([batch_size]):
-            # index_select would resize a wrong-sized `out`, silently detaching it.
-            raise ValueError(f"out has batch size {list(out.batch_size)}, not [{batch_size}]")
-        if out is None:
-            out = self._batches.get(batch_size)
-            if out is None:
-                out = self._batches[batch_size] = self.empty_batch(batch_size)
+        out = self._target(batch_size, out)
         index = self._indices.get(batch_size)
         if index is None:
             index = torch.empty(batch_size, dtype=torch.int64, device=self.device)
@@ -251,6 +299,15 @@ class ReplayBuffer:
             batch_size=[batch_size],
         )
 
+    def chunks(self, batch_size: int) -> Iterator[TensorDict]:
+        """The filled transitions, oldest first, as copies of up to `batch_size` rows."""
+        start = self.cursor if self.size == self.capacity else 0
+        order = torch.arange(start, start + self.size, device=self.device) % self.capacity
+        for part in order.split(batch_size):
+            with self._lock:
+                rows = self.storage[part]
+            yield rows
+
     def state_dict(self) -> dict[str, Any]:
         """The filled rows (on the CPU), cursor and size: exact resume of the buffer.
 
@@ -262,7 +319,7 @@ class ReplayBuffer:
                 "cursor": self.cursor,
                 "size": self.size,
                 "storage": {
-                    _name(k): v[: self.size].to("cpu", copy=True) for k, v in self._columns
+                    column_name(k): v[: self.size].to("cpu", copy=True) for k, v in self._columns
                 },
             }
 
@@ -279,19 +336,25 @@ class ReplayBuffer:
             )
         saved, size, cursor = state["storage"], int(state["size"]), int(state["cursor"])
         saved = {_LEGACY_NAMES.get(name, name): rows for name, rows in saved.items()}
-        names = {_name(key) for key, _ in self._columns}
-        if set(saved) != names:
-            raise ValueError(f"replay state holds {sorted(saved)}, the buffer {sorted(names)}")
         if not (0 <= size <= self.capacity and 0 <= cursor < self.capacity):
             raise ValueError(f"replay state's size {size} / cursor {cursor} out of range")
-        for key, column in self._columns:
-            rows = saved[_name(key)]
-            if rows.shape != (size, *column.shape[1:]) or rows.dtype != column.dtype:
-                raise ValueError(
-                    f"replay state's {_name(key)} is {rows.dtype} {list(rows.shape)}, the "
-                    f"buffer needs {column.dtype} {[size, *column.shape[1:]]}"
-                )
+        check_saved(saved, {column_name(k): (size, c) for k, c in self._columns})
         with self._lock:
             for key, column in self._columns:
-                column[:size].copy_(saved[_name(key)])
+                column[:size].copy_(saved[column_name(key)])
             self.cursor, self.size = cursor, size
+
+
+def check_saved(
+    saved: dict[str, torch.Tensor], wanted: dict[str, tuple[int, torch.Tensor]]
+) -> None:
+    """Saved columns named as `wanted`'s, each `rows` rows of its column's row shape and dtype."""
+    if set(saved) != set(wanted):
+        raise ValueError(f"replay state holds {sorted(saved)}, the buffer {sorted(wanted)}")
+    for name, (rows, column) in wanted.items():
+        shape, value = (rows, *column.shape[1:]), saved[name]
+        if value.shape != shape or value.dtype != column.dtype:
+            raise ValueError(
+                f"replay state's {name} is {value.dtype} {list(value.shape)}, the buffer "
+                f"needs {column.dtype} {list(shape)}"
+            )

@@ -33,6 +33,9 @@ MetricsSink = Callable[[int, dict[str, float]], None]
 steps collected so far (offline only: their worth in gradient steps; see `Trainer.steps_done`)."""
 
 _RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint
+# What a resumable checkpoint's layout is: 2 since named observation entries and the
+# store-once replay buffer (1, or none: before them). Trained policies of any format load.
+RESUME_FORMAT = 2
 
 
 @dataclass
@@ -265,6 +268,7 @@ class Trainer:
         ranks = self.dist.gather_object(self._rank_state())
         if self.dist.is_main:
             state = {
+                "resume_format": RESUME_FORMAT,
                 "config_hash": config_hash(self.cfg),
                 "iteration": self.iteration,
                 "policy": self.policy.state_dict(),
@@ -305,6 +309,13 @@ class Trainer:
 
     def _read_checkpoint(self, path: Path) -> dict[str, Any]:
         state = load_checkpoint(path, map_location="cpu")
+        written = state.pop("resume_format", 1)
+        if written != RESUME_FORMAT:
+            raise CheckpointError(
+                f"checkpoint {path} was written by another rlcore (resume format {written}, "
+                f"this one reads {RESUME_FORMAT}); its policy still loads for evaluation, "
+                "but the run cannot continue from it: use a new run directory"
+            )
         expected = config_hash(self.cfg)
         if state["config_hash"] != expected:
             raise CheckpointError(

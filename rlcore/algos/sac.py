@@ -20,6 +20,7 @@ from torch import nn
 
 from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.sac_config import SACConfig
+from rlcore.encoders import random_shift
 from rlcore.errors import ConfigError
 from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
 from rlcore.precision import native_bf16
@@ -118,7 +119,12 @@ class SAC:
             params, lr=lr, eps=cfg.adam_eps, fused=True
         )
         self.actor_optimizer = adam(actor.actor.parameters(), cfg.lr)
-        self.critic_optimizer = adam(self.critic.parameters(), cfg.critic_lr or cfg.lr)
+        # Image encoders (pixels) learn from the critics' loss alone (DrQ-v2).
+        encoders = [p for e in actor.image_encoders() for p in e.parameters()]
+        self.critic_optimizer = adam(
+            [*self.critic.parameters(), *encoders], cfg.critic_lr or cfg.lr
+        )
+        self._images = [key for key, entry in actor.obs_spec.items() if entry.is_image]
         self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr or cfg.lr)
         self._params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
@@ -140,12 +146,22 @@ class SAC:
         """
         cfg, actor = self.cfg, self.actor
         with torch.no_grad():
-            next_x, next_critic_x = actor.features(batch[NEXT_OBS])
+            next_x, next_critic_x = actor.features(self._augmented(batch[NEXT_OBS]))
             next_action, next_log_prob = actor.sample_normalized(next_x, self.generator)
             next_q = self.critic_target(next_critic_x, next_action).amin(0)
             soft_value = next_q - alpha * next_log_prob
             keep = (~batch[TERMINATED]).float()
             return batch[REWARD] * cfg.reward_scale + cfg.gamma * keep * soft_value
+
+    def _augmented(self, obs: TensorDict) -> TensorDict | dict[str, torch.Tensor]:
+        """`obs` with its images randomly shifted (`random_shift`), else `obs` itself."""
+        pad = self.cfg.random_shift
+        if not pad or not self._images:
+            return obs
+        shifted = dict(obs.items())
+        for key in self._images:
+            shifted[key] = random_shift(shifted[key], pad, self.generator)
+        return shifted
 
     def update(self, batch: TensorDict) -> torch.Tensor:
         """One gradient step of critics, actor and temperature, then the target update.
@@ -156,7 +172,7 @@ class SAC:
         alpha = self.log_alpha.detach().exp()
         with self._autocast():
             target = self.critic_target_value(batch, alpha)
-            x, critic_x = actor.features(batch[OBS])
+            x, critic_x = actor.features(self._augmented(batch[OBS]))
             q = self.critic(critic_x, actor.from_env(batch[ACTION]))
         critic_loss = 0.5 * (q - target).square().mean(1).sum()
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -164,6 +180,7 @@ class SAC:
         self.critic_optimizer.step()
 
         self.critic.requires_grad_(False)  # the actor's loss moves the actor alone
+        x, critic_x = x.detach(), critic_x.detach()  # and not the image encoders
         with self._autocast():
             action, log_prob = actor.sample_normalized(x, self.generator)
             q_pi = self.critic(critic_x, action).amin(0)

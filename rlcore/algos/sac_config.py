@@ -25,6 +25,11 @@ class SACConfig:
     `auto` picks bfloat16 where the training device multiplies it natively
     (`rlcore.precision.native_bf16`), float32 elsewhere (where emulated bf16 is slower).
     The replay buffer and the update-to-data ratio are the `replay` section's.
+
+    From pixels (image observation entries) the critics train one image encoder per entry,
+    which the actor reads without training it (DrQ-v2, Yarats et al. 2021);
+    `random_shift` pads each sampled image by that many pixels and crops it back at a random
+    offset (DrQ's augmentation; 0: none; 4 at 84x84 in the papers).
     """
 
     gamma: float = 0.99
@@ -39,6 +44,7 @@ class SACConfig:
     critic_hidden_sizes: tuple[int, ...] | None = None
     adam_eps: float = 1e-8
     precision: str = "float32"
+    random_shift: int = 0
 
     def __post_init__(self) -> None:
         check = _checker("sac", self)
@@ -51,6 +57,7 @@ class SACConfig:
         check(self.reward_scale > 0, "reward_scale", "> 0")
         check(self.adam_eps > 0, "adam_eps", "> 0")
         check(self.precision in PRECISIONS, "precision", f"one of {list(PRECISIONS)}")
+        check(0 <= self.random_shift <= 32, "random_shift", "pixels in [0, 32]")
         sizes = self.critic_hidden_sizes
         check(
             sizes is None or (len(sizes) > 0 and all(h > 0 for h in sizes)),

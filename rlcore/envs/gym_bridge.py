@@ -11,12 +11,21 @@ Spaces:
 - actions: `Discrete` (int64 indices, offset by the space's `start`) or a 1-D `Box`. Box
   actions are clipped to the bounds (`actions="clip"`, default) or mapped from [-1, 1]
   affinely onto them (`actions="rescale"`, for policies that act in a unit box);
-- observations: any `Box` (flattened row-major), or a `Dict` of `Box`es, flattened entry by
-  entry in the Dict space's own key order (Gymnasium sorts the keys of a plain dict), each
-  entry row-major: `obs = concat(flatten(obs[k]) for k in space.keys())`.
+- observations: named entries (`rlcore.observations`). A `Box` is one entry: `image` if it
+  is an image (uint8, rank 3), else `state`, float32, flattened row-major (a 1-D Box is
+  copied as it is). A `Dict` of `Box`es is one entry per key, in the Dict space's own key
+  order (Gymnasium sorts the keys of a plain dict): an image if uint8 of rank 3, else a
+  float32 vector, flattened row-major. Every other dtype, and uint8 of another rank, is
+  stored as float32. A Dict key names its entry, and entries name files in datasets: keys
+  must be 1 to 64 of `A-Z a-z 0-9 _`;
+- images are stored channel-first, uint8 `[C, H, W]`. Gymnasium's are usually channel-last
+  (`AddRenderObservation`, Atari): an image whose last dimension is 1, 3 or 4 (grey, RGB,
+  RGBA) and whose first is not is read as `[H, W, C]` and transposed as it is written; any
+  other is read as `[C, H, W]` and passes as it is (so a 3 x H x 3 image is channel-first).
 
-Anything else (`Tuple`, `Text`, `MultiDiscrete` actions, a Box action with more than one
-dimension) fails at construction with an error naming the env and the space.
+Anything else (`Tuple`, `Text`, a Dict entry that is not a Box, `MultiDiscrete` actions, a
+Box action with more than one dimension) fails at construction with an error naming the env
+and the space.
 
 Auto-reset, per the contract (after a `done`, `next_obs` is the first observation of the
 next episode; the true final observation is in `final_obs`), for each Gymnasium 1.x mode:
@@ -54,6 +63,7 @@ import contextlib
 import os
 import sys
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -65,8 +75,12 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
+from rlcore.envs.gym_spaces import (
+    GymnasiumBridgeError,
+    action_space_of,
+    observation_layout,
+)
 from rlcore.envs.mujoco_gl import prefer_offscreen_gl, rendering_unavailable
-from rlcore.errors import ConfigError
 from rlcore.observations import FLAT_KEY, allocate
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
@@ -75,54 +89,10 @@ ACTION_MODES = ("clip", "rescale")
 _SEED_BOUND = 2**31 - 1
 
 
-def slot_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
-    """The fields the bridge writes, in `StepSlot.host_views` order (`valid` last, if any)."""
-    fields = (slot.next_obs[FLAT_KEY], slot.reward, slot.terminated, slot.truncated, slot.done)
+def _flag_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
+    """The slot's reward and flags, in `StepSlot.host_views` order (`valid` last, if any)."""
+    fields = (slot.reward, slot.terminated, slot.truncated, slot.done)
     return fields if slot.valid is None else (*fields, slot.valid)
-
-
-class GymnasiumBridgeError(ConfigError):
-    """The Gymnasium env cannot be presented as a batched env (message names env and space)."""
-
-
-def _flat_size(space: spaces.Box) -> int:
-    return int(np.prod(space.shape, dtype=np.int64)) if space.shape else 1
-
-
-def observation_layout(space: spaces.Space, env: str) -> list[tuple[str | None, int]]:
-    """(Dict key or None, flat width) per observation entry, in flattening order."""
-    if isinstance(space, spaces.Box):
-        return [(None, _flat_size(space))]
-    if isinstance(space, spaces.Dict):
-        layout = []
-        for key, sub in space.spaces.items():
-            if not isinstance(sub, spaces.Box):
-                raise GymnasiumBridgeError(
-                    f"{env}: observation space entry {key!r} is {sub}; only Box entries of a "
-                    f"Dict observation space are supported"
-                )
-            layout.append((key, _flat_size(sub)))
-        return layout
-    raise GymnasiumBridgeError(
-        f"{env}: unsupported observation space {space}; supported: Box, or Dict of Box"
-    )
-
-
-def _flat_bounds(space: spaces.Space) -> tuple[np.ndarray, np.ndarray]:
-    parts = [space] if isinstance(space, spaces.Box) else list(space.spaces.values())
-    low = np.concatenate([np.asarray(p.low, dtype=np.float32).reshape(-1) for p in parts])
-    high = np.concatenate([np.asarray(p.high, dtype=np.float32).reshape(-1) for p in parts])
-    return low, high
-
-
-def action_space_of(space: spaces.Space, env: str) -> spaces.Box | spaces.Discrete:
-    if isinstance(space, spaces.Discrete):
-        return spaces.Discrete(int(space.n))
-    if isinstance(space, spaces.Box) and len(space.shape) == 1:
-        return spaces.Box(space.low, space.high, dtype=np.float32)
-    raise GymnasiumBridgeError(
-        f"{env}: unsupported action space {space}; supported: Discrete, or a 1-D Box"
-    )
 
 
 @contextlib.contextmanager
@@ -297,12 +267,15 @@ class GymnasiumEnv(BatchedEnv):
             raise
         self._action_offset = int(getattr(vector_env.single_action_space, "start", 0))
         self._rescale = actions == "rescale" and isinstance(self.action_space, spaces.Box)
-        obs_dim = sum(width for _, width in self._layout)
+        # A Box that is no image is one flat vector (the fast path); else named entries.
+        first = self._layout[0]
+        self._flat = first.key is None and first.name == FLAT_KEY
         # A Box of vectors arrives as [N, obs_dim] rows: copied without a reshape.
-        self._obs_is_rows = len(vector_env.single_observation_space.shape or ()) == 1
-        self._plain_rows = self._obs_is_rows and self._layout[0][0] is None  # not a Dict
-        low, high = _flat_bounds(vector_env.single_observation_space)
-        self.observation_space = spaces.Box(low, high, shape=(obs_dim,), dtype=np.float32)
+        rank = len(vector_env.single_observation_space.shape or ())
+        self._plain_rows = self._flat and rank == 1
+        self.observation_space = (
+            first.space if self._flat else spaces.Dict([(e.name, e.space) for e in self._layout])
+        )
         limit = max_episode_steps or (spec.max_episode_steps if spec is not None else None)
         if limit is None:
             vector_env.close()
@@ -330,24 +303,19 @@ class GymnasiumEnv(BatchedEnv):
         else:
             self._finish = self._finish_by_masked_reset
 
-        # Off the CPU, results are staged in pinned host memory and copied asynchronously.
-        self._staging: tuple[np.ndarray, ...] | None = None
-        if self.device.type != "cpu":
-            n, pin = self.num_envs, self.device.type == "cuda"
-            flags = [torch.empty(n, dtype=torch.bool, pin_memory=pin) for _ in range(3)]
-            if self.has_invalid_steps:
-                flags.append(torch.empty(n, dtype=torch.bool, pin_memory=pin))
-            self._staging_tensors = (
-                torch.empty(n, obs_dim, pin_memory=pin),
-                torch.empty(n, pin_memory=pin),
-                *flags,
-            )
-            self._staging = tuple(t.numpy() for t in self._staging_tensors)
-            # The host must not rewrite staging before the previous step's copies have run.
-            self._copied = torch.cuda.Event() if pin else None
         self.final_obs = allocate(self.obs_spec, (self.num_envs,), self.device)
-        self._final_flat = self.final_obs[FLAT_KEY]
-        self._final_host = self._final_flat.numpy() if self.device.type == "cpu" else None
+        # Named entries write through numpy views of each slot's entries, made once per slot
+        # (by `id`; an entry leaves with its slot, before the id can be reused).
+        self._slot_views: dict[int, dict[str, np.ndarray]] = {}
+        self._staging: tuple[np.ndarray, ...] | None = None
+        # On CPU, numpy views of `final_obs` (and of its one entry, for a flat env).
+        self._final_host: dict[str, np.ndarray] | None = None
+        self._final_rows: np.ndarray | None = None
+        if self.device.type == "cpu":
+            self._final_host = {key: value.numpy() for key, value in self.final_obs.items()}
+            self._final_rows = self._final_host[FLAT_KEY] if self._flat else None
+        else:
+            self._stage_on_host(pin=self.device.type == "cuda")
         self._discrete = isinstance(self.action_space, spaces.Discrete)
         n, a = self.num_envs, self.action_dim
         self._action_shape = (n,) if self._discrete else (n, a)
@@ -358,25 +326,63 @@ class GymnasiumEnv(BatchedEnv):
             self._half_range = 0.5 * (self._high - self._low)
             self._middle = self._low + self._half_range
         self._rng = np.random.default_rng()
-        self._last_obs = np.zeros((self.num_envs, obs_dim), dtype=np.float32)
+        # The latest observation per entry, on the host: `reset`'s, or the last step's
+        # (numpy views of its slot or of staging).
+        self._last_obs = self._host_entries()
+
+    def _host_entries(self) -> dict[str, np.ndarray]:
+        """Zeroed host arrays [N, ...] for every entry, as stored."""
+        return {
+            e.name: np.zeros((self.num_envs, *e.space.shape), e.space.dtype) for e in self._layout
+        }
+
+    def _stage_on_host(self, pin: bool) -> None:
+        """Off the CPU: stage results in (pinned) host memory, one buffer per field and per
+        entry, copied to the device asynchronously; final observations are written there."""
+        n = self.num_envs
+
+        def buffer(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.empty(n, *shape, dtype=dtype, pin_memory=pin)
+
+        self._staged_obs = {
+            key: buffer(*e.shape, dtype=e.dtype) for key, e in self.obs_spec.items()
+        }
+        self._staged_entries = {key: t.numpy() for key, t in self._staged_obs.items()}
+        count = 4 if self.has_invalid_steps else 3
+        self._staging_tensors = (buffer(), *(buffer(dtype=torch.bool) for _ in range(count)))
+        flat = self._staged_entries[FLAT_KEY] if self._flat else np.empty(0, np.float32)
+        self._staging = (flat, *(t.numpy() for t in self._staging_tensors))
+        # The host must not rewrite staging before the previous step's copies have run.
+        self._copied = torch.cuda.Event() if pin else None
+        self._final_host = self._final_rows = None
 
     # --- conversions ---------------------------------------------------------------------
 
     def _flatten_into(self, obs: Any, out: np.ndarray) -> None:
-        """Write the batch's observations, flattened, into `out` ([N, obs_dim] float32)."""
-        if self._layout[0][0] is None:
-            out[...] = obs if self._obs_is_rows else np.reshape(obs, out.shape)
-            return
-        n, start = self.num_envs, 0
-        for key, width in self._layout:
-            part = np.asarray(obs[key]).reshape(n, -1)
-            np.copyto(out[:, start : start + width], part, casting="unsafe")
-            start += width
+        """Write a flat env's batch of observations into `out` ([N, obs_dim] float32)."""
+        out[...] = obs if self._plain_rows else np.reshape(obs, out.shape)
 
-    def _flatten(self, obs: Any) -> np.ndarray:
-        out = np.empty((self.num_envs, self.obs_dim), dtype=np.float32)
-        self._flatten_into(obs, out)
-        return out
+    def _write_entries(self, obs: Any, out: Mapping[str, np.ndarray]) -> None:
+        """Write a batch of observations into host arrays [N, ...] per entry, as stored."""
+        for entry in self._layout:
+            value = obs if entry.key is None else obs[entry.key]
+            np.copyto(out[entry.name], entry.stored(value), casting="unsafe")
+
+    def _write_obs(self, obs: Any, out: np.ndarray | Mapping[str, np.ndarray]) -> None:
+        """Write a batch of observations into the flat rows or the per-entry arrays `out`."""
+        if isinstance(out, np.ndarray):
+            self._flatten_into(obs, out)
+        else:
+            self._write_entries(obs, out)
+
+    def _entry_views(self, slot: StepSlot) -> dict[str, np.ndarray]:
+        """numpy views of a CPU slot's observation entries, made once (as `host_views`)."""
+        views = self._slot_views.get(id(slot))
+        if views is None:
+            views = {key: slot.next_obs[key].numpy() for key in self.obs_spec}
+            self._slot_views[id(slot)] = views
+            weakref.finalize(slot, self._slot_views.pop, id(slot), None)
+        return views
 
     def _host_action(self, action: torch.Tensor, slot: StepSlot) -> np.ndarray:
         """The env's actions in numpy: indices offset by the space's `start`, Box actions
@@ -448,16 +454,17 @@ class GymnasiumEnv(BatchedEnv):
         else:
             obs, _ = self.envs.reset(seed=[int(s) for s in group_seeds])
         self._pending = self._pending & ~mask  # a new array: `_pending` may view a rollout
-        self._last_obs = self._flatten(obs)
-        return self._observation(self._last_obs.copy())
+        self._last_obs = self._host_entries()
+        self._write_obs(obs, self._last_obs[FLAT_KEY] if self._flat else self._last_obs)
+        return self._current_obs()
 
     def _current_obs(self) -> TensorDict:
-        return self._observation(np.array(self._last_obs, dtype=np.float32))
-
-    def _observation(self, rows: np.ndarray) -> TensorDict:
-        """A new observation TensorDict of host rows `rows` ([N, obs_dim], not shared)."""
-        flat = torch.from_numpy(rows).to(self.device)
-        return TensorDict({FLAT_KEY: flat}, batch_size=[self.num_envs], device=self.device)
+        """A new observation TensorDict of the latest observations (copies, not shared)."""
+        entries = {
+            key: torch.from_numpy(np.array(value)).to(self.device)
+            for key, value in self._last_obs.items()
+        }
+        return TensorDict(entries, batch_size=[self.num_envs], device=self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
         obs, reward, terminated, truncated, info = self.envs.step(self._host_action(action, slot))
@@ -467,7 +474,7 @@ class GymnasiumEnv(BatchedEnv):
             host = self._staging
             if self._copied is not None:
                 self._copied.synchronize()
-        next_obs, done = host[0], host[4]
+        done = host[4]
         # Next-step: this step reset the pending instances. Only a rollout's slot has `valid`
         # (evaluation's has none); read `_pending` before `done` is written (it may alias it).
         if self.has_invalid_steps and len(host) > 5:
@@ -476,73 +483,88 @@ class GymnasiumEnv(BatchedEnv):
         host[3][...] = truncated
         np.logical_or(host[2], host[3], done)
         host[1][...] = reward
-        if self._plain_rows:
-            next_obs[...] = obs
-        else:
-            self._flatten_into(obs, next_obs)
+        next_obs: np.ndarray | dict[str, np.ndarray]
+        if self._flat:
+            next_obs = host[0]
+            if self._plain_rows:
+                next_obs[...] = obs
+            else:
+                self._flatten_into(obs, next_obs)
+            self._last_obs[FLAT_KEY] = next_obs
+        else:  # named entries, each through its numpy view
+            next_obs = self._entry_views(slot) if self._staging is None else self._staged_entries
+            self._write_entries(obs, next_obs)
+            self._last_obs = next_obs
         if self.has_invalid_steps:
             self._pending = done  # read before the next step writes its `done`
-            # The done rows of next_obs are the final ones.
-            self.final_obs, self._final_flat = slot.next_obs, slot.next_obs[FLAT_KEY]
+            self.final_obs = slot.next_obs  # the done rows of next_obs are the final ones
         else:
-            self._finish(obs, info, host)
-        self._last_obs = next_obs
+            self._finish(obs, info, next_obs, done)
         if self._staging is not None:
-            for staged, out in zip(self._staging_tensors, slot_fields(slot)):  # noqa: B905
+            for key, staged in self._staged_obs.items():
+                slot.next_obs[key].copy_(staged, non_blocking=True)
+            for staged, out in zip(self._staging_tensors, _flag_fields(slot)):  # noqa: B905
                 out.copy_(staged, non_blocking=True)
             if self._copied is not None:
                 self._copied.record()
 
-    def _finish_same_step(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+    def _finish_same_step(
+        self, obs: Any, info: dict[str, Any], next_obs: Any, done: np.ndarray
+    ) -> None:
         """Keep the final observations of the done instances, from the step's info."""
-        done = host[4]
         finals = info.get("final_obs")  # Gymnasium adds it when some instance is done
         if finals is None:
             return
-        if self._final_host is not None and self._layout[0][0] is None:  # a row at a time
+        if self._final_rows is not None:  # a flat env on CPU: a row at a time
             for i in np.flatnonzero(done).tolist():
-                self._final_host[i] = finals[i] if self._obs_is_rows else np.reshape(finals[i], -1)
+                self._final_rows[i] = finals[i] if self._plain_rows else np.reshape(finals[i], -1)
         elif done.any():
-            self._write_final(self._final_from_info(info, done), done)
+            self._write_final(self._final_from_info(finals, done), done)
 
-    def _finish_by_masked_reset(self, obs: Any, info: dict[str, Any], host: tuple) -> None:
+    def _finish_by_masked_reset(
+        self, obs: Any, info: dict[str, Any], next_obs: Any, done: np.ndarray
+    ) -> None:
         """Autoreset disabled: keep the done instances' observations, then reset them."""
-        next_obs, done = host[0], host[4]
         if not done.any():
             return
         # The step's obs of a done instance is its final obs; then reset exactly those.
+        views = {FLAT_KEY: next_obs} if self._flat else next_obs
         if self._final_host is not None:
-            np.copyto(self._final_host, next_obs)  # rows of running instances are stale
+            for key, view in views.items():  # rows of running instances are stale
+                np.copyto(self._final_host[key], view)
         else:
-            self._write_final(next_obs[done], done)
+            self._write_final({key: view[done] for key, view in views.items()}, done)
         seeds = iter(self._seeds(int(done.sum())))
         obs, _ = self.envs.reset(
             seed=[next(seeds) if d else None for d in done], options={"reset_mask": done.copy()}
         )
-        self._flatten_into(obs, next_obs)
+        self._write_obs(obs, next_obs)
 
-    def _final_from_info(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
-        """Same-step mode: the done instances' final observations, from `info["final_obs"]`
-        (an object array of observations, or for Dict spaces a dict of per-key arrays)."""
-        finals = info["final_obs"]
+    def _final_from_info(self, finals: Any, done: np.ndarray) -> dict[str, np.ndarray]:
+        """Same-step mode: the done instances' final observations per entry, as stored, from
+        `info["final_obs"]` (an object array of observations, or for Dict spaces a dict of
+        per-key arrays)."""
         rows = np.flatnonzero(done)
-        if self._layout[0][0] is None:  # an object array of per-instance observations
-            return np.stack([finals[i] for i in rows]).reshape(rows.size, -1)
 
-        def entry(i: int, key: str) -> np.ndarray:
-            value = finals[key][i] if isinstance(finals, Mapping) else finals[i][key]
-            return np.asarray(value, dtype=np.float32).reshape(-1)
+        def batch(key: str | None) -> Any:
+            if key is None:
+                return np.stack([finals[i] for i in rows])
+            if isinstance(finals, Mapping):
+                return np.asarray(finals[key])[rows]
+            return np.stack([finals[i][key] for i in rows])
 
-        return np.stack([
-            np.concatenate([entry(int(i), key) for key, _ in self._layout]) for i in rows
-        ])  # fmt: skip
+        return {entry.name: entry.stored(batch(entry.key)) for entry in self._layout}
 
-    def _write_final(self, rows_obs: np.ndarray, done: np.ndarray) -> None:
+    def _write_final(self, rows: Mapping[str, np.ndarray], done: np.ndarray) -> None:
+        """Write the done instances' final observations `rows` ([done count, ...] per entry)."""
         if self._final_host is not None:
-            self._final_host[done] = rows_obs
+            for key, value in rows.items():
+                self._final_host[key][done] = value
             return
         ids = torch.from_numpy(np.flatnonzero(done)).to(self.device)
-        self._final_flat[ids] = torch.from_numpy(rows_obs).to(self.device)
+        for key, value in rows.items():
+            target = self.final_obs[key]
+            target[ids] = torch.from_numpy(np.asarray(value)).to(self.device, target.dtype)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         unavailable = rendering_unavailable() if "mujoco" in sys.modules else None

@@ -177,6 +177,12 @@ def test_the_env_can_be_named_when_gym_config_is_out_of_reach(tmp_path, capsys):
             "algorithm.cfg.group_size: must divide env.num_envs (64), got 5 "
             "(imported as algorithm.grpo.group_size)",
         ),
+        (
+            {"policy": {"name": "vla"}},
+            "policy.name: 'vla' (a vision-language-action model) is not supported: policies "
+            "here are MLPs over named observation entries, with CNN encoders for camera images "
+            "(policy.encoders); import it with actor_critic or actor_only",
+        ),
     ],
 )
 def test_what_cannot_be_imported_is_one_line_naming_the_key(tmp_path, capsys, change, line):

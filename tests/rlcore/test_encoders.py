@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from rlcore.encoders import (
     ENCODER_KINDS,
     ImageEncoder,
+    SpatialKeypoints,
     check_image_shape,
     min_image_size,
     random_shift,
@@ -74,8 +75,8 @@ def test_min_image_size_runs_and_one_pixel_less_does_not(kind):
 def test_check_image_shape_messages():
     with pytest.raises(ConfigError, match=r"'pixels' is 3x20x20: .*use encoder 'drq' or render"):
         check_image_shape("pixels", (3, 20, 20), "nature")
-    with pytest.raises(ConfigError, match=r"'pixels' is 3x10x10: .*'drq'.*15x15; render larger"):
-        check_image_shape("pixels", (3, 10, 10), "drq")
+    with pytest.raises(ConfigError, match=r"'pixels' is 3x8x8: .*'drq'.*15x15; render larger"):
+        check_image_shape("pixels", (3, 8, 8), "drq")
     with pytest.raises(ConfigError, match=r"'pixels' is \(84, 84\): .*\(C, H, W\)"):
         check_image_shape("pixels", (84, 84), "nature")
     with pytest.raises(ConfigError, match="channel-last"):
@@ -144,3 +145,19 @@ def test_random_shift_rejects_bad_input():
         random_shift(random_images(3, 8, 8))
     with pytest.raises(ValueError, match="pad"):
         random_shift(random_images(1, 3, 8, 8), pad=-1)
+
+
+def test_spatial_keypoints_are_where_each_map_peaks():
+    """A keypoint is the softmax-weighted mean (x, y) of its map, in [-1, 1] from the left
+    and top edges: a sharp peak at row 1, column 6 of a 5x9 map is at (0.5, -0.5)."""
+    head = SpatialKeypoints((1, 5, 9), 2)
+    with torch.no_grad():
+        head.keypoints.weight.fill_(50.0)
+        head.keypoints.bias.zero_()
+        maps = torch.zeros(1, 1, 5, 9)
+        maps[0, 0, 1, 6] = 1.0
+        x, y = head(maps)[0].tolist()
+    assert x == pytest.approx(0.5, abs=1e-6) and y == pytest.approx(-0.5, abs=1e-6)
+    assert ImageEncoder((3, 32, 32), "spatial", 16)(
+        torch.zeros(2, 3, 32, 32, dtype=torch.uint8)
+    ).shape == (2, 16)

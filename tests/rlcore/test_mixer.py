@@ -3,9 +3,10 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.mixer import DataMixer
-from rlcore.observations import FLAT_KEY
+from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.replay import NEXT_OBS, ReplayBuffer
-from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED
+from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED, TRUNCATED, RolloutSpec, make_rollout
+from rlcore.stream_replay import StreamReplayBuffer
 
 
 def filled(value, obs_dim=3, size=20):
@@ -77,3 +78,31 @@ def test_both_sides_write_into_one_reused_batch():
     second = mixer.sample(8)
     assert second is first and second[OBS, FLAT_KEY].data_ptr() == pointer
     assert second[REWARD].tolist() == [-1.0] * 4 + [1.0] * 4
+
+
+def test_an_online_stream_buffer_and_an_offline_dataset_mix_into_one_batch():
+    """The online buffer stores each observation once, the dataset obs and next_obs: both
+    sample into the same layout, so one batch holds both."""
+    spec = RolloutSpec(
+        2, 3, as_spec(3), (2,), torch.float32, False, False, torch.device("cpu"),
+        with_final_obs=True,
+    )  # fmt: skip
+    rollout = make_rollout(spec)
+    rollout[OBS, FLAT_KEY][:] = torch.arange(8.0).view(2, 4, 1)  # obs[n, t] = 4 n + t
+    rollout[REWARD][:] = 1.0
+    online = StreamReplayBuffer(
+        6, 3, (2,), torch.float32, "cpu", torch.Generator(), num_envs=2, max_episode_steps=10
+    )
+    online.add_rollout(rollout)
+    mixer = DataMixer(online, filled(-1.0), 0.5)
+    batch = mixer.sample(64)
+    assert batch[REWARD].tolist() == [-1.0] * 32 + [1.0] * 32
+    rows = batch[32:]
+    assert torch.equal(rows[NEXT_OBS, FLAT_KEY], rows[OBS, FLAT_KEY] + 1)  # obs[n, t + 1]
+    assert (batch[:32][NEXT_OBS, FLAT_KEY] == 0).all()  # the dataset's own next_obs
+    with pytest.raises(ValueError, match=r"offline dataset's obs/state is .* \[3\] but the env's"):
+        DataMixer(
+            StreamReplayBuffer(6, 5, (2,), torch.float32, "cpu", torch.Generator(), num_envs=2),
+            filled(-1.0),
+            0.5,
+        )

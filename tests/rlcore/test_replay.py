@@ -4,10 +4,14 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlcore.collector import SyncCollector
+from rlcore.datasets import load_dataset, save_dataset
+from rlcore.envs import PushCubePixels
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
 from rlcore.observations import FLAT_KEY, ObsEntry, as_spec
+from rlcore.policies import UniformRandomPolicy
 from rlcore.replay import NEXT_OBS, ReplayBuffer
 from rlcore.rollout import (
     ACTION,
@@ -21,6 +25,7 @@ from rlcore.rollout import (
     RolloutSpec,
     make_rollout,
 )
+from rlcore.stream_replay import FINAL_INDEX, StreamReplayBuffer
 
 
 def make_buffer(capacity, seed=0, obs_dim=2):
@@ -425,3 +430,393 @@ def test_a_state_saved_before_named_entries_still_loads():
     target.load_state_dict(state | {"storage": storage})
     assert target.storage[OBS, FLAT_KEY][:3].tolist() == [[1, 1], [2, 2], [3, 3]]
     assert target.storage[NEXT_OBS, FLAT_KEY][:3].tolist() == [[1.5] * 2, [2.5] * 2, [3.5] * 2]
+
+
+# StreamReplayBuffer: the online buffer, each observation stored once.
+
+
+def record(rollout, reference, order):
+    """Each transition of a collected rollout, keyed by its action (continuous random actions
+    name a transition): its fields and its true next observation, `final_obs[:, t]` where it
+    ended (None where it terminated: any finite one will do), else `obs[:, t + 1]`."""
+    horizon = rollout.batch_size[1] - 1
+    for t in range(horizon):
+        for n in range(rollout.batch_size[0]):
+            step = rollout[n, t]
+            ended = bool(step[TRUNCATED] | step[TERMINATED])
+            following = rollout[FINAL_OBS][n, t] if ended else rollout[OBS][n, t + 1]
+            key = tuple(step[ACTION].tolist())
+            reference[key] = {
+                "obs": step[OBS].clone(),
+                "next": None if step[TERMINATED] else following.clone(),
+                "reward": step[REWARD].item(),
+                "terminated": bool(step[TERMINATED]),
+                "truncated": bool(step[TRUNCATED]),
+                "t": t,
+            }
+            order.append(key)
+
+
+def assert_transitions_match(batch, reference):
+    """Every row of `batch` is the recorded transition its action names, next_obs included."""
+    for i in range(batch.batch_size[0]):
+        ref = reference[tuple(batch[ACTION][i].tolist())]
+        assert batch[REWARD][i].item() == ref["reward"]
+        assert (batch[TERMINATED][i].item(), batch[TRUNCATED][i].item()) == (
+            ref["terminated"],
+            ref["truncated"],
+        )
+        for key, value in batch[OBS].items():
+            assert torch.equal(value[i], ref["obs"][key]), key
+            following = batch[NEXT_OBS, key][i]
+            if ref["next"] is None:
+                assert following.float().isfinite().all(), key
+            else:
+                assert torch.equal(following, ref["next"][key]), key
+
+
+def stored(buffer):
+    """The buffer's transitions, oldest first, next_obs materialised (chunks of 7)."""
+    return torch.cat(list(buffer.chunks(7)))
+
+
+@pytest.mark.parametrize(
+    ("episode_steps", "assumed_limit", "reset_at"),
+    [(5, None, None), (2, 100, None), (5, None, 6)],
+    ids=["time-limits", "finals-outgrow-the-bound", "collector-reset-between-rollouts"],
+)
+def test_stream_next_obs_is_the_envs_real_next_observation(episode_steps, assumed_limit, reset_at):
+    """3 camera envs, 4 steps a rollout, 7 rollouts (28 rows) into 10 rows (+ 1 pending):
+    the ring wraps twice, episodes cross rollout boundaries, time limits truncate every
+    `episode_steps` steps (at t = 3 too: the pending row's transitions), and
+    `assumed_limit` lets the finals' room start at 3 x (ceil(11 / 100) + 1) = 6 slots
+    where 2-step episodes keep 3 x 5 alive: it must grow, never lose one. `reset_at`: the
+    collector is reset before that rollout, whose first observation then is not the pending
+    one (row 23, still stored, bootstraps from the pending one)."""
+    env = PushCubePixels(3, image_size=16)
+    env.set_max_episode_steps(episode_steps)
+    rollout = make_rollout(RolloutSpec.for_env(env, 4, with_value=False, with_final_obs=True))
+    gen = torch.Generator().manual_seed(0)
+    collector = SyncCollector(env, UniformRandomPolicy(env.action_space), rollout, gen)
+    collector.reset(seed=0)
+    if assumed_limit is None:
+        buffer = StreamReplayBuffer.for_env(env, 30, gen)
+    else:
+        buffer = StreamReplayBuffer(
+            30, env.obs_spec, (2,), torch.float32, "cpu", gen,
+            num_envs=3, with_success=True, max_episode_steps=assumed_limit,
+        )  # fmt: skip
+    assert (buffer.capacity, buffer.num_rows) == (30, 11)
+    initial_slots = buffer.finals.batch_size[0]
+    reference, order = {}, []
+    for i in range(7):
+        pending = rollout[OBS][:, -1].clone()
+        if i == reset_at:
+            collector.reset(seed=1)
+        collector.collect()
+        if i == reset_at:  # the rollout does not continue from the pending observation
+            assert not torch.equal(rollout[OBS]["proprio"][:, 0], pending["proprio"])
+        buffer.add_rollout(rollout)
+        record(rollout, reference, order)
+    assert len(buffer) == 30 and len(order) == 84
+    everything = stored(buffer)
+    assert [tuple(a.tolist()) for a in everything[ACTION]] == order[-30:]
+    assert_transitions_match(everything, reference)
+    batch = buffer.sample(256)
+    assert_transitions_match(batch, reference)
+    assert {tuple(a.tolist()) for a in batch[ACTION]} <= set(order[-30:])
+    # Time-limit ends are stored, one on the pending row's transitions (t = 3) among them.
+    ends = [reference[key]["t"] for key in order[-30:] if reference[key]["truncated"]]
+    assert ends and 3 in ends
+    assert batch[OBS, "image"].dtype == batch[NEXT_OBS, "image"].dtype == torch.uint8
+    assert buffer.storage[OBS, "image"].dtype == buffer.finals["image"].dtype == torch.uint8
+    if assumed_limit is not None:
+        assert initial_slots == 6 and buffer.finals.batch_size[0] > 6
+
+
+STREAM_SPEC = {
+    "image": ObsEntry((3, 4, 4), torch.uint8),
+    "state": ObsEntry((2,), torch.float32),
+}
+
+
+class Streams:
+    """Rollouts of N envs x T steps that continue one another as a collector's do: random
+    observations, episodes that terminate or truncate at random (sometimes both), the id of
+    each transition as its action. `next_step_reset`: a done's true final observation is
+    the next step's, and that step is invalid (no transition), as a Gymnasium next-step
+    auto-reset env's; otherwise `obs[:, t + 1]` after a done is the next episode's first and
+    the final is in `final_obs`. `final_obs` holds garbage where no episode ended."""
+
+    def __init__(self, num_envs, horizon, seed, next_step_reset=False):
+        self.rollout = make_rollout(
+            RolloutSpec(
+                num_envs, horizon, STREAM_SPEC, (1,), torch.float32, False, False,
+                torch.device("cpu"), with_mask=next_step_reset, with_final_obs=True,
+            )
+        )  # fmt: skip
+        self.gen = torch.Generator().manual_seed(seed)
+        self.next_step_reset = next_step_reset
+        self.resetting = torch.zeros(num_envs, dtype=torch.bool)
+        self.reference, self.order, self.rows = {}, [], 0  # order: (key, global row)
+        self.restart()
+
+    def observations(self):
+        n = self.rollout.batch_size[0]
+        image = torch.randint(0, 256, (n, 3, 4, 4), generator=self.gen).to(torch.uint8)
+        return TensorDict({"image": image, "state": torch.randn(n, 2, generator=self.gen)}, [n])
+
+    def restart(self):
+        """The next rollout starts from fresh observations (a collector reset)."""
+        self.rollout[OBS][:, -1] = self.observations()
+        self.resetting.zero_()
+
+    def collect(self, last=None):
+        """Fill the rollout; `last`: the draws that end episodes at its last step ([N]: below
+        0.05 terminates, to 0.1 both, to 0.3 truncates, above runs on)."""
+        ro, n = self.rollout, self.rollout.batch_size[0]
+        ro[OBS][:, 0] = ro[OBS][:, -1]
+        horizon = ro.batch_size[1] - 1
+        for t in range(horizon):
+            ro[ACTION][:, t, 0] = torch.arange(n) + self.rows * n
+            ro[REWARD][:, t] = torch.randn(n, generator=self.gen)
+            u = torch.rand(n, generator=self.gen)
+            if last is not None and t == horizon - 1:
+                u = last
+            invalid = self.resetting.clone()
+            ro[TERMINATED][:, t] = (u < 0.1) & ~invalid
+            ro[TRUNCATED][:, t] = (u > 0.05) & (u < 0.3) & ~invalid
+            done = ro[TERMINATED][:, t] | ro[TRUNCATED][:, t]
+            ro[DONE][:, t] = done
+            ro[FINAL_OBS][:, t] = final = self.observations()
+            following = self.observations()  # the next obs, or the next episode's first
+            if self.next_step_reset:
+                ro[MASK][:, t] = ~invalid
+                for key in STREAM_SPEC:
+                    shape = (n, *[1] * len(STREAM_SPEC[key].shape))
+                    following[key] = torch.where(done.view(shape), final[key], following[key])
+                self.resetting = done
+            ro[OBS][:, t + 1] = following
+            for e in range(n):
+                if invalid[e]:
+                    continue
+                step = ro[e, t]
+                truth = final[e] if done[e] and not self.next_step_reset else following[e]
+                key = tuple(step[ACTION].tolist())
+                self.reference[key] = {
+                    "obs": step[OBS].clone(),
+                    "next": None if step[TERMINATED] else truth.clone(),
+                    "reward": step[REWARD].item(),
+                    "terminated": bool(step[TERMINATED]),
+                    "truncated": bool(step[TRUNCATED]),
+                }
+                self.order.append((key, self.rows))
+            self.rows += 1
+
+    def newest(self, rows):
+        """Keys of the valid transitions of the newest `rows` rows, oldest first."""
+        return [key for key, row in self.order if row >= self.rows - rows]
+
+
+def stream_buffer(capacity, num_envs, seed=0, next_step_reset=False, max_episode_steps=4):
+    return StreamReplayBuffer(
+        capacity, STREAM_SPEC, (1,), torch.float32, "cpu", torch.Generator().manual_seed(seed),
+        num_envs=num_envs, with_valid=next_step_reset, max_episode_steps=max_episode_steps,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("next_step_reset", [False, True], ids=["same-step", "next-step"])
+@pytest.mark.parametrize("copy_final_rows", [True, False], ids=["cpu-gather", "device-select"])
+def test_stream_buffer_through_terminations_truncations_resets_and_invalid_steps(
+    next_step_reset, copy_final_rows
+):
+    stream = Streams(4, 5, seed=1, next_step_reset=next_step_reset)
+    buffer = stream_buffer(40, 4, next_step_reset=next_step_reset)
+    buffer._copy_final_rows = copy_final_rows  # the accelerators' path, on the CPU
+    for i in range(9):  # 45 rows into 10 (+ 1 pending): wraps 4 times
+        if i == 8:  # the newest row before it (row 39) is still stored
+            stream.restart()
+        stream.collect()
+        buffer.add_rollout(stream.rollout)
+    expected = stream.newest(10)
+    assert len(buffer) == len(expected)
+    everything = stored(buffer)
+    assert [tuple(a.tolist()) for a in everything[ACTION]] == expected
+    assert_transitions_match(everything, stream.reference)
+    batch = buffer.sample(512)
+    assert {tuple(a.tolist()) for a in batch[ACTION]} <= set(expected)  # never an invalid one
+    assert_transitions_match(batch, stream.reference)
+    flags = [stream.reference[key] for key in expected]
+    assert any(f["terminated"] for f in flags)
+    assert any(f["truncated"] and not f["terminated"] for f in flags)
+    if next_step_reset:
+        assert len(expected) < 40  # invalid steps are stored, never counted nor drawn
+        # Their finals are the following rows': only the restart kept pending ones apart.
+        assert 0 < buffer.finals.batch_size[0] <= 4
+
+
+@pytest.mark.parametrize("next_step_reset", [False, True], ids=["same-step", "next-step"])
+def test_stream_sampling_is_uniform_over_the_stored_transitions(next_step_reset):
+    stream = Streams(2, 3, seed=2, next_step_reset=next_step_reset)
+    buffer = stream_buffer(6, 2, next_step_reset=next_step_reset)
+    for _ in range(3):  # 9 rows into 3 (+ 1 pending)
+        stream.collect()
+        buffer.add_rollout(stream.rollout)
+    ids = torch.cat([buffer.sample(100)[ACTION][:, 0].clone() for _ in range(100)]).long()
+    counts = torch.bincount(ids, minlength=18)
+    kept = [int(key[0]) for key in stream.newest(3)]
+    share = 10_000 / len(kept)  # ~1,667 each of 6, more where invalid steps drop some
+    assert counts[kept].min() > 0.85 * share and counts[kept].max() < 1.15 * share
+    assert counts.sum() == counts[kept].sum()  # nothing older, nothing pending or invalid
+
+
+def test_a_stream_state_round_trips_exactly_and_resumes_identically():
+    # Episodes truncate far more often than the assumed limit: the finals' room has grown.
+    stream = Streams(3, 4, seed=3)
+    buffer = stream_buffer(27, 3, seed=1, max_episode_steps=100)
+    for _ in range(5):  # 20 rows into 9 (+ 1 pending)
+        stream.collect()
+        buffer.add_rollout(stream.rollout)
+    grown = buffer.finals.batch_size[0]
+    assert grown > 3 * (1 + 1)
+    state = buffer.state_dict()
+    assert state["storage"]["obs/image"].dtype == torch.uint8
+    assert state["storage"]["obs/image"].shape == (10, 3, 3, 4, 4)  # 9 rows + the pending one
+    restored = stream_buffer(27, 3, seed=99, max_episode_steps=100)
+    restored.load_state_dict(state)
+    assert (restored.row, restored.rows, len(restored)) == (buffer.row, buffer.rows, len(buffer))
+    assert restored.finals.batch_size[0] == grown
+    assert restored.nominal_bytes == buffer.nominal_bytes
+    for _ in range(2):
+        restored.generator.set_state(buffer.generator.get_state())
+        a, b = restored.sample(64), buffer.sample(64)
+        for key in a.keys(include_nested=True, leaves_only=True):
+            assert torch.equal(a[key], b[key]), key
+        mine, theirs = stored(restored), stored(buffer)
+        for key, column in theirs.items(include_nested=True, leaves_only=True):
+            assert torch.equal(mine[key], column), key
+        stream.collect()  # and both continue alike
+        buffer.add_rollout(stream.rollout)
+        restored.add_rollout(stream.rollout)
+    assert_transitions_match(stored(restored), stream.reference)
+
+
+def test_a_stream_state_that_does_not_fit_is_refused_before_anything_is_written():
+    stream = Streams(3, 4, seed=4)
+    buffer = stream_buffer(27, 3)
+    stream.collect()
+    buffer.add_rollout(stream.rollout)
+    before = stored(buffer)
+    state = buffer.state_dict()
+    with pytest.raises(ValueError, match=r"capacity 27 \(3 envs\) does not fit a buffer of "):
+        stream_buffer(30, 3).load_state_dict(state)
+    with pytest.raises(ValueError, match="replay state holds explicit transitions"):
+        buffer.load_state_dict(make_buffer(27).state_dict())
+    pointing = torch.full((4, 3), 7, dtype=torch.int32)  # at finals that were not saved
+    broken = state | {"storage": state["storage"] | {FINAL_INDEX: pointing}}
+    with pytest.raises(ValueError, match="final_index does not match its"):
+        buffer.load_state_dict(broken)
+    floats = state | {"storage": state["storage"] | {"obs/state": torch.zeros(5, 3, 2).double()}}
+    with pytest.raises(ValueError, match=r"obs/state is torch.float64 \[5, 3, 2\], the buffer"):
+        buffer.load_state_dict(floats)
+    after = stored(buffer)
+    for key, column in before.items(include_nested=True, leaves_only=True):
+        assert torch.equal(after[key], column), key
+
+
+def test_a_rollout_that_does_not_continue_keeps_the_pending_observation_apart():
+    stream = Streams(3, 2, seed=9)
+    buffer = stream_buffer(12, 3)
+    # Env 0's last transition is truncated (its own final kept apart), env 1's terminated,
+    # env 2's runs on: it bootstraps from the pending observation.
+    stream.collect(last=torch.tensor([0.2, 0.0, 0.5]))
+    buffer.add_rollout(stream.rollout)
+    stream.restart()  # a collector reset: the next rollout does not start from obs[:, T]
+    stream.collect()
+    buffer.add_rollout(stream.rollout)
+    everything = stored(buffer)
+    assert_transitions_match(everything, stream.reference)
+    newest_of_first = everything[3:6]  # t = 1 of the first rollout, envs 0, 1, 2
+    assert newest_of_first[TRUNCATED].tolist() == [True, False, False]
+    assert newest_of_first[TERMINATED].tolist() == [False, True, False]
+
+
+def test_stream_add_rollout_refuses_a_rollout_of_another_shape():
+    stream = Streams(3, 4, seed=5)
+    with pytest.raises(ValueError, match="the rollout has 3 envs, the replay buffer 2"):
+        stream_buffer(8, 2).add_rollout(stream.rollout)
+    with pytest.raises(ValueError, match="lacks `mask`; the replay buffer was built for an env"):
+        stream_buffer(9, 3, next_step_reset=True).add_rollout(stream.rollout)
+    stream.rollout.del_(FINAL_OBS)
+    with pytest.raises(ValueError, match="lacks `final_obs`"):
+        stream_buffer(9, 3).add_rollout(stream.rollout)
+
+
+def test_a_long_rollout_keeps_its_newest_rows():
+    stream = Streams(2, 9, seed=6)
+    buffer = stream_buffer(6, 2)  # 3 rows (+ 1 pending) for 9 steps
+    stream.collect()
+    buffer.add_rollout(stream.rollout)
+    assert len(buffer) == 6
+    everything = stored(buffer)
+    assert [tuple(a.tolist()) for a in everything[ACTION]] == stream.newest(3)
+    assert_transitions_match(everything, stream.reference)
+
+
+def test_stream_images_take_about_their_raw_bytes_once():
+    """3 x 64 x 64 camera frames: bytes per stored transition within 1.1 x the raw
+    observation plus the scalars (an explicit buffer stores each frame twice)."""
+    spec = {"image": ObsEntry((3, 64, 64), torch.uint8), "proprio": ObsEntry((4,), torch.float32)}
+    action_dim, capacity = 2, 2048
+    buffer = StreamReplayBuffer(
+        capacity, spec, (action_dim,), torch.float32, "cpu", torch.Generator(),
+        num_envs=8, with_success=True, max_episode_steps=100,
+    )  # fmt: skip
+    scalars = 4 * action_dim + 4 + 1 + 1 + 1  # action, reward, terminated, truncated, success
+    raw = sum(entry.nbytes for entry in spec.values()) + scalars
+    per_transition = buffer.nominal_bytes / buffer.capacity
+    assert buffer.capacity == capacity and per_transition <= 1.1 * raw
+    explicit = ReplayBuffer(capacity, spec, (action_dim,), torch.float32, "cpu", None, True)
+    assert explicit.nominal_bytes / capacity > 1.8 * per_transition
+
+
+def test_a_stream_buffer_saves_as_a_dataset_of_explicit_transitions(tmp_path):
+    stream = Streams(3, 4, seed=7)
+    buffer = stream_buffer(27, 3)
+    for _ in range(4):  # wrapped
+        stream.collect()
+        buffer.add_rollout(stream.rollout)
+    save_dataset(tmp_path / "data", buffer, source={"env": "streams"})
+    loaded = load_dataset(tmp_path / "data", "cpu", torch.Generator())
+    expected = stored(buffer)
+    assert len(loaded) == len(buffer) == 27
+    for key, column in expected.items(include_nested=True, leaves_only=True):
+        assert torch.equal(loaded.storage[key], column), key
+    assert_transitions_match(loaded.storage, stream.reference)
+
+
+def test_concurrent_stream_adds_and_samples_never_tear_a_transition():
+    stream = Streams(4, 2, seed=8)
+    buffer = stream_buffer(32, 4)
+    stream.collect()
+    buffer.add_rollout(stream.rollout)
+    stop, torn = threading.Event(), []
+
+    def sampler():
+        while not stop.is_set():
+            batch = buffer.sample(16).clone()
+            try:
+                assert_transitions_match(batch, stream.reference)
+            except AssertionError:
+                torn.append(batch)
+
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    try:
+        for _ in range(60):
+            stream.collect()
+            buffer.add_rollout(stream.rollout)
+    finally:
+        stop.set()
+        thread.join()
+    assert not torn

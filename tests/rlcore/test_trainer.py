@@ -174,3 +174,14 @@ def test_exact_resume_with_camera_observations(tmp_path):
     assert torch.equal(params(straight), params(resumed))
     image = ("obs", "image")
     assert torch.equal(straight.rollout[image], resumed.rollout[image])
+
+
+def test_a_checkpoint_from_before_named_observations_is_refused_for_resuming(tmp_path):
+    cfg = small_config()
+    path = tmp_path / "ckpt.pt"
+    Trainer(cfg).run(max_iters=1, checkpoint_path=path)
+    state = torch.load(path, weights_only=True)
+    del state["resume_format"]  # what every checkpoint before it looked like
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match=r"resume format 1, this one reads 2\)"):
+        Trainer(cfg).load(path)

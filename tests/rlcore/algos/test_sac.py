@@ -10,6 +10,7 @@ from rlcore.algos.sac import SAC, TwinQ
 from rlcore.algos.sac_config import SACConfig
 from rlcore.config import PolicyConfig
 from rlcore.errors import ConfigError
+from rlcore.observations import ObsEntry
 from rlcore.policies import SquashedGaussianActor
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
@@ -173,3 +174,59 @@ def test_auto_precision_uses_bf16_where_the_cpu_multiplies_it_natively(monkeypat
     assert rlcore.precision.native_bf16(torch.device("cpu")) is mixed
     assert make_sac(precision="auto")._mixed_precision is mixed
     assert rlcore.precision.native_bf16(torch.device("meta")) is False
+
+
+PIXELS = {"image": ObsEntry((3, 16, 16), torch.uint8), "proprio": ObsEntry((4,), torch.float32)}
+
+
+def pixel_batch(size=8, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+
+    def obs():
+        image = torch.randint(0, 256, (size, 3, 16, 16), generator=gen, dtype=torch.uint8)
+        return {"image": image, "proprio": torch.randn(size, 4, generator=gen)}
+
+    return TensorDict(
+        {
+            OBS: obs(),
+            ACTION: torch.rand(size, 2, generator=gen),
+            REWARD: torch.randn(size, generator=gen),
+            NEXT_OBS: obs(),
+            TERMINATED: torch.zeros(size, dtype=torch.bool),
+        },
+        batch_size=[size],
+    )
+
+
+def make_pixel_sac(**cfg):
+    torch.manual_seed(0)
+    policy = PolicyConfig(hidden_sizes=(8,), activation="relu", image_features=8)
+    actor = SquashedGaussianActor(PIXELS, BOX, policy)
+    return SAC(actor, SACConfig(**cfg), (8,), "relu", torch.Generator().manual_seed(0))
+
+
+def test_from_pixels_the_critics_train_the_one_image_encoder_the_actor_reads():
+    sac = make_pixel_sac(critic_lr=1e-12)  # the critics' steps: ~1e-12 per parameter
+    (encoder,) = sac.actor.image_encoders()
+    assert sac.actor.critic_reader.encoders["image"] is encoder  # one encoder, shared
+    before = [p.clone() for p in encoder.parameters()]
+    actor_before = [p.clone() for p in sac.actor.actor.parameters()]
+    sac.update(pixel_batch())
+    moved = max(
+        (p - b).abs().max().item() for p, b in zip(encoder.parameters(), before, strict=True)
+    )
+    assert 0 < moved < 1e-9  # the critics' tiny step; the actor's loss never reaches it
+    assert all(
+        not torch.equal(p, b)
+        for p, b in zip(sac.actor.actor.parameters(), actor_before, strict=True)
+    )
+
+
+def test_random_shift_augments_images_only_and_keeps_them_uint8():
+    batch = pixel_batch()
+    assert make_pixel_sac()._augmented(batch[OBS]) is batch[OBS]
+    shifted = make_pixel_sac(random_shift=2)._augmented(batch[OBS])
+    assert shifted["image"].dtype == torch.uint8 and shifted["image"].shape == (8, 3, 16, 16)
+    assert not torch.equal(shifted["image"], batch[OBS]["image"])
+    assert torch.equal(shifted["proprio"], batch[OBS]["proprio"])
+    assert torch.isfinite(make_pixel_sac(random_shift=2).update(pixel_batch())).all()

@@ -1,5 +1,6 @@
-"""The Gymnasium bridge: auto-reset modes, exact truncation bootstrap, spaces, bad input,
-and PPO learning Gymnasium's CartPole-v1 through it (the contract suite: test_contract.py)."""
+"""The Gymnasium bridge: auto-reset modes, exact truncation bootstrap, spaces, named
+observation entries (images kept uint8, channel-first), bad input, and PPO learning
+Gymnasium's CartPole-v1 through it (the contract suite: test_contract.py)."""
 
 import ctypes.util
 import dataclasses
@@ -9,15 +10,18 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import AddRenderObservation
 from tensordict import TensorDict
 
 from rlcore.algos.ppo import PPO
+from rlcore.algos.registry import default_config
 from rlcore.collector import GroupEpisodes, SyncCollector
-from rlcore.config import EnvConfig
+from rlcore.config import EnvConfig, ExperimentConfig, TrainerConfig
 from rlcore.envs import StepSlot, make_env
 from rlcore.envs.gym_bridge import GymnasiumBridgeError, GymnasiumEnv
-from rlcore.observations import FLAT_KEY, as_spec
+from rlcore.observations import FLAT_KEY, ObsEntry, as_spec
 from rlcore.policies import ActorCritic, PolicyConfig
 from rlcore.presets import GRPO_PRESETS, PRESETS
 from rlcore.rollout import (
@@ -32,10 +36,11 @@ from rlcore.rollout import (
     step_slots,
 )
 from rlcore.trainer import Trainer
-from tests.rlcore.envs.gym_test_envs import Counter, register
+from tests.rlcore.envs.gym_test_envs import AnySpace, Counter, FramesVectorEnv, Recorder, register
 
 register()
 COUNTER = "rlcore-test/Counter-v0"  # time limit 3: final obs [3], next episode starts at [0]
+PIXEL_POINT = "rlcore-test/PixelPoint-v0"  # {"image": uint8 [16, 16, 3], "state": [2]}
 
 
 def flat(obs: TensorDict) -> torch.Tensor:
@@ -147,16 +152,299 @@ def test_ppo_never_learns_from_invalid_reset_steps():
     env.close()
 
 
-def test_dict_observations_are_flattened_in_the_space_key_order():
+def test_dict_observations_are_named_entries_in_the_space_key_order():
     env = GymnasiumEnv("rlcore-test/DictPoint-v0", 2)
     obs = env.reset(seed=3)
     raw = gymnasium.make("rlcore-test/DictPoint-v0")
     first, _ = raw.reset(seed=int(np.random.default_rng(3).integers(0, 2**31 - 1)))
-    # Gymnasium sorts a plain dict's keys: position ([2, 1] row-major), then velocity
-    expected = np.concatenate([first["position"].reshape(-1), first["velocity"]])
-    np.testing.assert_allclose(flat(obs)[0].numpy(), expected)
-    assert env.obs_dim == 4
+    # Gymnasium sorts a plain dict's keys: position (a float [2, 1], stored as a vector [2]),
+    # then velocity
+    assert env.obs_spec == {
+        "position": ObsEntry((2,), torch.float32),
+        "velocity": ObsEntry((2,), torch.float32),
+    }
+    assert list(obs.keys()) == ["position", "velocity"]
+    np.testing.assert_array_equal(obs["position"][0].numpy(), first["position"].reshape(-1))
+    np.testing.assert_array_equal(obs["velocity"][0].numpy(), first["velocity"])
     env.close()
+
+
+def chw(image: np.ndarray) -> torch.Tensor:
+    """A Gymnasium [H, W, C] image as the bridge stores it: [C, H, W]."""
+    return torch.from_numpy(np.ascontiguousarray(np.asarray(image).transpose(2, 0, 1)))
+
+
+def flat_all(obs: TensorDict) -> torch.Tensor:
+    """Every entry of `obs` [N], flattened per instance and concatenated (as float)."""
+    return torch.cat([v.reshape(obs.batch_size[0], -1).float() for v in obs.values()], 1)
+
+
+def assert_rows_are(obs: TensorDict, recorded: list[dict], rows: list[int]) -> None:
+    """Rows `rows` of PixelPoint observations `obs` are the Gymnasium env's own `recorded`."""
+    for i, own in zip(rows, recorded, strict=True):
+        assert torch.equal(obs["image"][i], chw(own["image"])), i
+        assert torch.equal(obs["state"][i], torch.from_numpy(own["state"])), i
+
+
+def recorded_sync(env_id: str, mode: AutoresetMode, n: int) -> SyncVectorEnv:
+    """A sync vector env whose instances keep what they return (`Recorder`)."""
+    make = lambda: Recorder(gymnasium.make(env_id))  # noqa: E731
+    return SyncVectorEnv([make] * n, autoreset_mode=mode)
+
+
+def random_actions(env: GymnasiumEnv, gen: torch.Generator) -> torch.Tensor:
+    """Actions for every instance, uniform over a Discrete space or over [-1, 1]."""
+    if isinstance(env.action_space, gymnasium.spaces.Discrete):
+        return torch.randint(0, int(env.action_space.n), (env.num_envs,), generator=gen)
+    return torch.rand(env.num_envs, env.action_dim, generator=gen) * 2 - 1
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
+def test_an_image_and_a_vector_come_through_as_the_envs_own_observations(mode):
+    """PixelPoint ({"image": uint8 [16, 16, 3], "state": [2]}, time limit 5, terminating at
+    random): after reset, every step, a partial reset, and at every episode's end (its true
+    final observation), the bridge holds what each Gymnasium instance returned, the image
+    channel-first and still uint8."""
+    n = 4
+    vector = recorded_sync(PIXEL_POINT, mode, n)
+    instances = vector.envs
+    env = GymnasiumEnv(vector_env=vector, max_episode_steps=5)
+    assert env.has_invalid_steps == (mode == AutoresetMode.NEXT_STEP)
+    assert env.obs_spec == {
+        "image": ObsEntry((3, 16, 16), torch.uint8),
+        "state": ObsEntry((2,), torch.float32),
+    }
+    assert_rows_are(env.reset(seed=0), [e.last for e in instances], list(range(n)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 12, with_value=True))
+    gen, ended = torch.Generator().manual_seed(0), torch.zeros(2, dtype=torch.long)
+    for slot in step_slots(rollout, with_valid=env.has_invalid_steps):
+        slot.action.copy_(random_actions(env, gen))
+        env.step(slot.action, slot)
+        assert_rows_are(slot.next_obs, [e.last for e in instances], list(range(n)))
+        done = slot.done.nonzero().squeeze(1).tolist()
+        assert_rows_are(env.final_obs, [instances[i].last_step for i in done], done)
+        ended += torch.stack([slot.terminated.sum(), slot.truncated.sum()])
+    assert (ended > 0).all(), ended  # episodes ended both ways
+    assert rollout[OBS, "image"].dtype == torch.uint8
+    before = env.reset(env_ids=torch.tensor([], dtype=torch.long))
+    assert_rows_are(before, [e.last for e in instances], list(range(n)))
+    after = env.reset(env_ids=torch.tensor([1]))
+    assert_rows_are(after, [e.last for e in instances], list(range(n)))
+    assert not torch.equal(before["image"][1], after["image"][1])
+    assert torch.equal(before["image"][[0, 2, 3]], after["image"][[0, 2, 3]])
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", [PIXEL_POINT, COUNTER], ids=["named entries", "flat"])
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
+def test_the_staging_path_off_the_cpu_writes_what_the_cpu_path_writes(mode, env_id):
+    """Off the CPU the bridge stages every field and entry in host memory and copies them to
+    the device (pinned, asynchronously, on CUDA); made to stage on CPU, what lands in the
+    slots and in `final_obs` can be compared bit for bit with the CPU path's."""
+    limit = gymnasium.spec(env_id).max_episode_steps
+    cpu, staged = (
+        GymnasiumEnv(
+            vector_env=SyncVectorEnv([lambda: gymnasium.make(env_id)] * 4, autoreset_mode=mode),
+            max_episode_steps=limit,
+        )
+        for _ in range(2)
+    )
+    staged._stage_on_host(pin=False)
+    assert staged._staging is not None and staged._final_host is None
+    assert torch.equal(flat_all(cpu.reset(seed=1)), flat_all(staged.reset(seed=1)))
+    rollouts = [make_rollout(RolloutSpec.for_env(e, 10, with_value=True)) for e in (cpu, staged)]
+    slots = [step_slots(r, with_valid=cpu.has_invalid_steps) for r in rollouts]
+    gen, dones = torch.Generator().manual_seed(0), 0
+    for a, b in zip(*slots, strict=True):
+        action = random_actions(cpu, gen)
+        cpu.step(action, a), staged.step(action, b)
+        done = a.done
+        dones += int(done.sum())
+        assert torch.equal(flat_all(cpu.final_obs)[done], flat_all(staged.final_obs)[done])
+    assert dones > 0
+    assert (rollouts[0] == rollouts[1]).all()
+    assert torch.equal(flat_all(cpu._current_obs()), flat_all(staged._current_obs()))
+    ids = torch.tensor([0, 3])
+    assert torch.equal(flat_all(cpu.reset(env_ids=ids)), flat_all(staged.reset(env_ids=ids)))
+    cpu.close(), staged.close()
+
+
+@pytest.mark.parametrize("autoreset", ["next-step", "same-step"])
+def test_named_entries_are_written_on_a_device_that_is_not_the_cpu(autoreset):
+    """The `meta` device stands in for CUDA (no data, but every transfer and dtype)."""
+    env = GymnasiumEnv(PIXEL_POINT, 4, device="meta", autoreset=autoreset)
+    obs = env.reset(seed=0)
+    assert obs.device.type == "meta" and obs["image"].dtype == torch.uint8
+    slot = StepSlot.allocate(4, env.obs_spec, torch.device("meta"), False)
+    for _ in range(8):  # past a time limit: final observations are written too
+        env.step(torch.zeros(4, 2), slot)
+    assert env.final_obs["image"].shape == (4, 3, 16, 16)
+    assert env.final_obs.device.type == "meta"
+    assert env._current_obs()["state"].device.type == "meta"
+    env.load_state_dict(env.state_dict())
+    env.close()
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["cpu", "staged"])
+def test_final_observations_given_as_a_dict_of_per_key_arrays(staged):
+    env = GymnasiumEnv(vector_env=FramesVectorEnv(2, max_episode_steps=3), max_episode_steps=3)
+    if staged:
+        env._stage_on_host(pin=False)  # the path off the CPU (see the test above)
+    assert list(env.obs_spec) == ["frame", "count"]
+    assert env.obs_spec["frame"] == ObsEntry((3, 8, 8), torch.uint8)
+    obs = env.reset(seed=0)
+    assert torch.equal(obs["frame"][1], chw(FramesVectorEnv.frame(1, 0)))
+    slot = StepSlot.allocate(2, env.obs_spec, torch.device("cpu"), False)
+    for t in [1, 2, 3, 1, 2, 3]:
+        env.step(torch.zeros(2, dtype=torch.long), slot)
+        assert slot.done.tolist() == [t == 3] * 2
+        for i in range(2):
+            assert torch.equal(slot.next_obs["frame"][i], chw(FramesVectorEnv.frame(i, t % 3)))
+            assert slot.next_obs["count"][i].item() == t % 3
+            if t == 3:  # the true final observation
+                assert torch.equal(env.final_obs["frame"][i], chw(FramesVectorEnv.frame(i, 3)))
+                assert env.final_obs["count"][i].item() == 3
+    env.close()
+
+
+def test_each_slot_gets_its_own_views_even_where_a_freed_slot_was():
+    """The bridge keeps numpy views of a slot's entries by the slot's `id`, which Python
+    reuses once the slot is freed: the views leave with their slot."""
+    vector = recorded_sync(PIXEL_POINT, AutoresetMode.SAME_STEP, 2)
+    env = GymnasiumEnv(vector_env=vector, max_episode_steps=5)
+    env.reset(seed=0)
+    ids = set()
+    for _ in range(4):
+        slot = StepSlot.allocate(2, env.obs_spec, torch.device("cpu"), False)
+        ids.add(id(slot))
+        env.step(torch.zeros(2, 2), slot)
+        assert_rows_are(slot.next_obs, [e.last for e in vector.envs], [0, 1])
+        del slot
+    assert len(ids) < 4  # an id was reused
+    env.close()
+
+
+def test_add_render_observation_pixels_of_cartpole_come_through_channel_first(monkeypatch):
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # pygame draws offscreen, silently
+
+    def wrapped() -> gymnasium.Env:
+        cartpole = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+        return AddRenderObservation(cartpole, render_only=False)
+
+    env = GymnasiumEnv(vector_env=SyncVectorEnv([wrapped] * 2), max_episode_steps=500)
+    assert env.obs_spec == {
+        "pixels": ObsEntry((3, 400, 600), torch.uint8),
+        "state": ObsEntry((4,), torch.float32),
+    }
+    obs = env.reset(seed=1)
+    raw = wrapped()
+    first, _ = raw.reset(seed=int(np.random.default_rng(1).integers(0, 2**31 - 1, size=2)[0]))
+    assert torch.equal(obs["pixels"][0], chw(first["pixels"]))
+    assert torch.equal(obs["state"][0], torch.from_numpy(first["state"]))
+    slot = StepSlot.allocate(2, env.obs_spec, torch.device("cpu"), False)
+    env.step(torch.tensor([1, 0]), slot)
+    stepped, *_ = raw.step(1)
+    assert torch.equal(slot.next_obs["pixels"][0], chw(stepped["pixels"]))
+    assert slot.next_obs["pixels"].float().std() > 0  # a cart and a pole were drawn
+    env.close(), raw.close()
+
+
+u8, f32 = np.uint8, np.float32
+KINDS = {  # observation space: (entry, its Dict key, stored shape, dtype, Gymnasium -> stored)
+    "HWC image": (
+        spaces.Box(0, 255, (16, 12, 3), u8),
+        [("image", None, (3, 16, 12), torch.uint8, lambda v: v.transpose(2, 0, 1))],
+    ),
+    "CHW image": (
+        spaces.Box(0, 255, (3, 16, 12), u8),
+        [("image", None, (3, 16, 12), torch.uint8, lambda v: v)],
+    ),
+    "4x4x4 image: read channel-first": (
+        spaces.Box(0, 255, (4, 4, 4), u8),
+        [("image", None, (4, 4, 4), torch.uint8, lambda v: v)],
+    ),
+    "float64 matrix": (
+        spaces.Box(-1, 1, (2, 3), np.float64),
+        [("state", None, (6,), torch.float32, lambda v: v.reshape(-1))],
+    ),
+    "uint8 vector": (
+        spaces.Box(0, 255, (5,), u8),
+        [("state", None, (5,), torch.float32, lambda v: v)],
+    ),
+    "Dict, in its own order": (
+        spaces.Dict(
+            {
+                "ids": spaces.Box(0, 9, (3,), np.int64),
+                "depth": spaces.Box(0, 255, (8, 8, 1), u8),
+                "grid": spaces.Box(0, 1, (2, 2, 2), f32),
+                "Scalar_" + "x" * 57: spaces.Box(0, 1, (), f32),  # 64 characters
+            },
+            sort_keys=False,
+        ),
+        [
+            ("ids", "ids", (3,), torch.float32, lambda v: v),
+            ("depth", "depth", (1, 8, 8), torch.uint8, lambda v: v.transpose(2, 0, 1)),
+            ("grid", "grid", (8,), torch.float32, lambda v: v.reshape(-1)),
+            ("Scalar_" + "x" * 57, "Scalar_" + "x" * 57, (1,), torch.float32, np.atleast_1d),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_each_box_is_stored_by_its_kind(kind):
+    """Images (uint8, rank 3) stay uint8, channel-first; everything else is a float32 vector."""
+    space, entries = KINDS[kind]
+    vector = SyncVectorEnv([lambda: Recorder(AnySpace(space))] * 2)
+    env = GymnasiumEnv(vector_env=vector, max_episode_steps=5)
+    assert list(env.obs_spec) == [name for name, *_ in entries]
+
+    def check(obs: TensorDict) -> None:
+        for name, key, shape, dtype, stored in entries:
+            assert env.obs_spec[name] == ObsEntry(shape, dtype), name
+            for i, instance in enumerate(vector.envs):
+                own = instance.last if key is None else instance.last[key]
+                expected = torch.from_numpy(np.ascontiguousarray(stored(own))).to(dtype)
+                assert torch.equal(obs[name][i], expected), (name, i)
+
+    check(env.reset(seed=0))
+    slot = StepSlot.allocate(2, env.obs_spec, torch.device("cpu"), False)
+    env.step(torch.zeros(2, dtype=torch.long), slot)
+    check(slot.next_obs)
+    env.close()
+
+
+@pytest.mark.parametrize("key", ["front camera", "x" * 65, "", "depth/left", "caméra"], ids=repr)
+def test_a_dict_key_that_cannot_name_an_entry_is_refused_in_one_line(key):
+    space = spaces.Dict({"ok": spaces.Box(0, 1, (2,)), key: spaces.Box(0, 1, (2,))})
+    with pytest.raises(GymnasiumBridgeError, match="cannot name an entry") as refused:
+        GymnasiumEnv("rlcore-test/AnySpace-v0", 2, env_kwargs={"observation_space": space})
+    assert repr(key) in str(refused.value) and "\n" not in str(refused.value)
+    nested = spaces.Dict({"arm": spaces.Dict({"q": spaces.Box(0, 1, (2,))})})
+    with pytest.raises(GymnasiumBridgeError, match=r"'arm' is Dict.*only Box entries"):
+        GymnasiumEnv("rlcore-test/AnySpace-v0", 2, env_kwargs={"observation_space": nested})
+
+
+@pytest.mark.parametrize("env_id", [PIXEL_POINT, "rlcore-test/DictPointPixels-v0"])
+def test_ppo_trains_on_a_users_image_env_named_with_its_module(env_id):
+    """As params.yaml names it (`gymnasium:<module>:<id>`): PixelPoint, and DictPoint with
+    `AddRenderObservation`; the images get a CNN and reach the rollout as uint8 [3, 16, 16]."""
+    cfg = ExperimentConfig(
+        env=EnvConfig(f"gymnasium:tests.rlcore.envs.gym_test_envs:{env_id}", num_envs=4),
+        algorithm="ppo",
+        algo=default_config("ppo"),
+        policy=PolicyConfig(hidden_sizes=(16,), image_features=16),
+        trainer=TrainerConfig(total_env_steps=4 * 8 * 2, num_steps=8, eval_every_iters=0),
+    )
+    trainer = Trainer(cfg)
+    image = next(key for key, entry in trainer.env.obs_spec.items() if entry.is_image)
+    trainer.run(max_iters=2)
+    assert trainer.iteration == 2
+    frames = trainer.rollout[OBS, image]
+    assert frames.dtype == torch.uint8 and frames.shape == (4, 9, 3, 16, 16)
+    assert frames.float().std() > 0
+    assert any(p.dim() == 4 for p in trainer.policy.parameters())  # a conv layer
+    trainer.env.close(), trainer.eval_env.close()
 
 
 def test_box_actions_are_rescaled_from_the_unit_box_when_asked():

@@ -1,0 +1,500 @@
+"""StreamReplayBuffer: the online replay buffer, each observation of the env streams stored once
+(`rlcore.replay.ReplayBuffer` stores `obs` and `next_obs`: twice the bytes of a camera frame).
+
+`storage` has batch shape `[R, N]`, a time-major ring of R = ceil(capacity / N) + 1 rows of the
+N envs (the capacity rounded up to whole rows, `self.capacity` = (R - 1) x N transitions, and
+one row more for the pending observation):
+
+| key           | shape              | dtype           | row r, env e                         |
+|---------------|--------------------|-----------------|--------------------------------------|
+| `obs`         | [R, N] entries     | per entry       | observation the action was taken from |
+| `action`      | [R, N, A] / [R, N] | float32 / int64 | the action                           |
+| `reward`      | [R, N]             | float32         | reward of the transition             |
+| `terminated`, `truncated` (`success`) | [R, N] | bool | as the env wrote them              |
+| `final_index` | [R, N]             | int32           | slot of its final in `finals`, or -1 |
+| `valid`       | [R, N]             | bool            | envs with invalid steps: a transition |
+
+The `next_obs` of transition (r, e) is the observation at row r + 1 (mod R), same env, except
+for a transition truncated and not terminated, whose true final observation (the rollout's
+`final_obs[:, t]`) is kept apart in `finals` (a ring of observations, batch shape `[F]`) at
+`final_index`. A terminated transition never bootstraps, so row r + 1's observation (the next
+episode's first) serves as its finite `next_obs`. `sample` hands out the explicit batch
+layout of `rlcore.replay`, so learners do not know the difference.
+
+After `add_rollout` the rollout's bootstrap observation `obs[:, T]` sits in the row after the
+last one written: the pending observation of transitions not yet added. The next rollout,
+which the collector continues from it, writes its `obs[:, 0]` there again. Where that differs
+(the collector was reset in between), the pending observation is kept apart as the newest
+transitions' final first. Only rows whose next row is written are transitions.
+
+Envs with invalid steps (a next-step auto-reset: after a done at t, `obs[:, t + 1]` is the
+true final observation and step t + 1 is no transition) need nothing kept apart; their
+invalid slots are stored but never drawn: `sample` redraws them, one host check per round
+(one or two rounds: invalid steps are as rare as episode ends).
+
+`finals` starts with N x (ceil(R / max_episode_steps) + 1) slots, the most that time limits
+can truncate among R rows, and grows (reallocated, live finals copied, logged) when a write
+would overwrite a final that a stored transition still points to: envs may end episodes by
+truncation for other reasons. Bytes per stored transition: the raw observation's, plus about
+1 / max_episode_steps of it for the finals, plus the scalars.
+
+On an accelerator `add_rollout` synchronises with the host for its truncation or valid flags
+(to place the finals and count transitions) and once per observation entry (`torch.equal`:
+does the rollout start from the pending observation?). `sample` builds its indices with
+tensor ops: no host sync (but the redraws above) and no allocation after the first call of a
+batch size. Thread safety as in `rlcore.replay`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from rlcore.envs.base import BatchedEnv
+from rlcore.observations import ObsSpec, allocate, as_spec
+from rlcore.replay import (
+    NEXT_OBS,
+    SampledBuffer,
+    action_layout,
+    check_saved,
+    column_name,
+    leaves,
+    ring_slices,
+)
+from rlcore.rollout import (
+    ACTION,
+    FINAL_OBS,
+    MASK,
+    OBS,
+    REWARD,
+    SUCCESS,
+    TERMINATED,
+    TRUNCATED,
+    num_steps,
+)
+
+log = logging.getLogger(__name__)
+
+FINAL_INDEX = "final_index"
+VALID = "valid"
+_NONE = np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """Per batch size, the indices and scratch `sample` gathers through (allocated once)."""
+
+    slot: torch.Tensor  # int64 [B]: flat slot (row x N + env) of each drawn transition
+    fresh: torch.Tensor  # int64 [B]: redraws of invalid slots
+    ok: torch.Tensor  # bool [B]: the slot holds a transition
+    next: torch.Tensor  # int64 [B]: the same env's slot in the following row
+    final: torch.Tensor  # int32 [B]: the kept-apart final's slot (-1: none)
+    has_final: torch.Tensor  # bool [B]
+    rows: torch.Tensor  # int64 [B, 1]: (CPU) the rows that have a final, resized in place
+    final_at: torch.Tensor  # int32 [B]: (CPU) their finals' slots
+    finals: TensorDict  # [B] observation entries gathered from `finals`
+
+    @staticmethod
+    def new(batch_size: int, spec: ObsSpec, device: torch.device) -> _Work:
+        def flat(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+            return torch.empty(batch_size, *shape, dtype=dtype, device=device)
+
+        int64, int32, bool_ = torch.int64, torch.int32, torch.bool
+        return _Work(
+            flat(int64), flat(int64), flat(bool_), flat(int64), flat(int32), flat(bool_),
+            flat(int64, 1), flat(int32), allocate(spec, (batch_size,), device),
+        )  # fmt: skip
+
+
+class StreamReplayBuffer(SampledBuffer):
+    """Time-major ring of N env streams with kept-apart finals (module docstring)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_spec: ObsSpec | int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device | str,
+        generator: torch.Generator,
+        *,
+        num_envs: int,
+        with_success: bool = False,
+        with_valid: bool = False,
+        max_episode_steps: int | None = None,
+    ) -> None:
+        for name, value in (("capacity", capacity), ("num_envs", num_envs)):
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        super().__init__(device, generator)
+        self.num_envs, self.with_valid, self.spec = num_envs, with_valid, as_spec(obs_spec)
+        self.num_rows = rows = -(-capacity // num_envs) + 1
+        self.capacity = (rows - 1) * num_envs
+
+        def column(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(rows, num_envs, *shape, dtype=dtype, device=self.device)
+
+        fields = {
+            OBS: allocate(self.spec, (rows, num_envs), self.device),
+            ACTION: column(*action_shape, dtype=action_dtype),
+            REWARD: column(),
+            TERMINATED: column(dtype=torch.bool),
+            TRUNCATED: column(dtype=torch.bool),
+        }
+        if with_success:
+            fields[SUCCESS] = column(dtype=torch.bool)
+        fields[FINAL_INDEX] = column(dtype=torch.int32).fill_(-1)
+        if with_valid:
+            fields[VALID] = column(dtype=torch.bool)
+        self.storage = TensorDict(fields, batch_size=[rows, num_envs], device=self.device)
+        # The columns `add_rollout` writes: observations, and (column, rollout key) of the
+        # transitions' fields.
+        self._ring_obs, self._final_index = dict(fields[OBS].items()), fields[FINAL_INDEX]
+        self._copied = [
+            (c, MASK if k == VALID else k) for k, c in fields.items() if k not in (OBS, FINAL_INDEX)
+        ]
+        # [R * N] views: what `sample` gathers from row r, and from row r + 1 as `next_obs`.
+        flat = {key: c.flatten(0, 1) for key, c in leaves(self.storage)}
+        self._sampled = [(k, c) for k, c in flat.items() if k not in (FINAL_INDEX, VALID)]
+        self._following = [((NEXT_OBS, k[1]), c) for k, c in flat.items() if isinstance(k, tuple)]
+        self._final_flat, self._valid_flat = flat[FINAL_INDEX], flat.get(VALID)
+        limit = max_episode_steps or rows
+        slots = 0 if with_valid else num_envs * (-(-rows // limit) + 1)
+        self.finals = allocate(self.spec, (slots,), self.device)
+        self.row = 0  # ring row of the pending observation (the next rollout's first)
+        self.rows = 0  # transition rows stored, the newest just before `row`
+        self.size = 0  # transitions stored (the valid ones)
+        self._final_head = 0  # the next slot of `finals` written
+        self._final_live = 0  # finals a stored transition points to: the ones before the head
+        self._row_finals = np.zeros(rows, dtype=np.int64)  # per ring row: its live finals
+        self._row_valid = np.zeros(rows, dtype=np.int64)  # per ring row: its transitions
+        self._work: dict[int, _Work] = {}
+        # What `sample` compares and shifts indices by, as tensors: a Python number would be
+        # wrapped in a new tensor on every call.
+        self._no_final = torch.tensor(-1, dtype=torch.int32, device=self.device)
+        # `sample` copies only the rows that have a kept-apart final where a host check is
+        # free (CPU: a masked select of all rows is ~10x slower there); elsewhere it selects
+        # between both gathers on the device.
+        self._copy_final_rows = self.device.type == "cpu"
+        self._ring_slots, self._row_slots = torch.tensor([rows * num_envs, num_envs]).to(device)
+
+    @staticmethod
+    def for_env(env: BatchedEnv, capacity: int, generator: torch.Generator) -> StreamReplayBuffer:
+        """A buffer shaped for `env`'s observations, actions, instances and time limit."""
+        shape, dtype = action_layout(env)
+        return StreamReplayBuffer(
+            capacity, env.obs_spec, shape, dtype, env.device, generator,
+            num_envs=env.num_envs, with_success=env.has_success,
+            with_valid=env.has_invalid_steps, max_episode_steps=env.max_episode_steps,
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nominal_bytes(self) -> int:
+        """Bytes held by the ring and the kept-apart finals."""
+        tensors = [c for _, c in leaves(self.storage) + leaves(self.finals)]
+        return sum(c.numel() * c.element_size() for c in tensors)
+
+    def add_rollout(self, rollout: TensorDict) -> None:
+        """Append a filled rollout's N x T transitions as T rows; `obs[:, T]` goes pending.
+
+        A rollout of more than R - 1 steps keeps its last R - 1.
+        """
+        n, horizon = rollout.batch_size[0], num_steps(rollout)
+        if n != self.num_envs:
+            raise ValueError(f"the rollout has {n} envs, the replay buffer {self.num_envs}")
+        if (MASK in rollout) != self.with_valid:
+            raise ValueError(
+                f"the rollout {'has' if MASK in rollout else 'lacks'} `mask`; the replay buffer "
+                f"was built for an env {'with' if self.with_valid else 'without'} invalid steps"
+            )
+        if not self.with_valid and FINAL_OBS not in rollout:
+            raise ValueError("the rollout lacks `final_obs` (RolloutSpec with_final_obs=True)")
+        keep = min(horizon, self.num_rows - 1)
+        first = horizon - keep
+
+        def steps(value: torch.Tensor, extra: int = 0) -> torch.Tensor:
+            """Time-major rows `first .. T - 1 + extra` of a rollout field (contiguous)."""
+            return value.transpose(0, 1)[first : horizon + extra]
+
+        obs = {key: steps(value, 1) for key, value in rollout[OBS].items()}
+        copied = [(column, steps(rollout[key])) for column, key in self._copied]
+        if self.with_valid:
+            flags = steps(rollout[MASK])
+        else:
+            flags = steps(rollout[TRUNCATED]) & ~steps(rollout[TERMINATED])
+        flags = flags.cpu().numpy()  # the host sync: where finals go, how many transitions
+        t, env = (_NONE, _NONE) if self.with_valid else flags.nonzero()
+        with self._lock:
+            start, rows = self.row, self.num_rows
+            self._drop_oldest(self.rows + keep - (rows - 1) if first == 0 else self.rows)
+            broken = self._broken_streams(obs) if self.rows else _NONE
+            self._reserve_finals(len(broken) + len(env))
+            if len(broken):  # before row `start` is overwritten
+                where = self._index(broken)
+                pending = {k: v[start][where] for k, v in self._ring_obs.items()}
+                self._keep_apart(pending, np.full_like(broken, (start - 1) % rows), broken)
+            for ring, source in ring_slices(start, keep + 1, rows):
+                for key, value in obs.items():
+                    self._ring_obs[key][ring].copy_(value[source])
+            for ring, source in ring_slices(start, keep, rows):
+                for column, value in copied:
+                    column[ring].copy_(value[source])
+                self._final_index[ring].fill_(-1)
+            if len(env):
+                at = self._index(t), self._index(env)
+                finals = {k: steps(v)[at] for k, v in rollout[FINAL_OBS].items()}
+                self._keep_apart(finals, (start + t) % rows, env)
+            counts = flags.sum(1) if self.with_valid else np.full(keep, n)
+            self._row_valid[(start + np.arange(keep)) % rows] = counts
+            self.row, self.rows = (start + keep) % rows, self.rows + keep
+            self.size += int(counts.sum())
+
+    def _index(self, host: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(host, dtype=torch.int64, device=self.device)
+
+    def _drop_oldest(self, count: int) -> None:
+        """Forget the `count` oldest transition rows (about to be overwritten)."""
+        if count <= 0:
+            return
+        rows = (self.row - self.rows + np.arange(count)) % self.num_rows
+        self._final_live -= int(self._row_finals[rows].sum())
+        self.size -= int(self._row_valid[rows].sum())
+        self._row_finals[rows] = self._row_valid[rows] = 0
+        self.rows -= count
+
+    def _broken_streams(self, obs: dict[str, torch.Tensor]) -> np.ndarray:
+        """Envs whose newest transition needs the pending observation kept apart: the rollout
+        does not start from it, and the transition has no final of its own and bootstraps."""
+        pending = {key: value[self.row] for key, value in self._ring_obs.items()}
+        if all(torch.equal(pending[key], value[0]) for key, value in obs.items()):
+            return _NONE
+        differs = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for key, value in obs.items():
+            differs |= (pending[key] != value[0]).flatten(1).any(1)
+        newest = self.storage[(self.row - 1) % self.num_rows]
+        needs = differs & (newest[FINAL_INDEX] < 0) & ~newest[TERMINATED]
+        if self.with_valid:
+            needs &= newest[VALID]
+        return needs.nonzero().view(-1).cpu().numpy()
+
+    def _reserve_finals(self, count: int) -> None:
+        """Make room for `count` more finals, never overwriting a live one: grow if needed."""
+        slots, live = self.finals.batch_size[0], self._final_live
+        if live + count <= slots:
+            return
+        grown = max(2 * slots, live + count)
+        finals = allocate(self.spec, (grown,), self.device)
+        if slots:  # live finals to [0, live), oldest first; the ring's indices follow them
+            oldest = (self._final_head - live) % slots
+            order = (torch.arange(live, device=self.device) + oldest) % slots
+            for key, value in self.finals.items():
+                torch.index_select(value, 0, order, out=finals[key][:live])
+            index = self.storage[FINAL_INDEX]
+            torch.where(index >= 0, (index - oldest).remainder_(slots), index, out=index)
+        log.info("replay buffer: room for kept-apart final observations grown to %d", grown)
+        self.finals, self._final_head = finals, live
+
+    def _keep_apart(
+        self, values: dict[str, torch.Tensor], rows: np.ndarray, envs: np.ndarray
+    ) -> None:
+        """Store `values` ([k] observation entries) as the finals of transitions (rows, envs)."""
+        slots = self.finals.batch_size[0]
+        where = self._index((self._final_head + np.arange(len(envs))) % slots)
+        for key, value in values.items():
+            self.finals[key].index_copy_(0, where, value)
+        self._final_index[self._index(rows), self._index(envs)] = where.int()
+        np.add.at(self._row_finals, rows, 1)
+        self._final_head = (self._final_head + len(envs)) % slots
+        self._final_live += len(envs)
+
+    def sample(self, batch_size: int, out: TensorDict | None = None) -> TensorDict:
+        """Draw `batch_size` transitions uniformly (with replacement) from the stored ones.
+
+        Writes into `out` (batch shape [batch_size], the batch layout; a view into a larger
+        batch works) if given, else into this buffer's reused batch of that size.
+        """
+        out = self._target(batch_size, out)
+        work = self._work.get(batch_size)
+        if work is None:
+            work = self._work[batch_size] = _Work.new(batch_size, self.spec, self.device)
+        with self._lock:
+            if self.size == 0:
+                raise ValueError("cannot sample from an empty replay buffer")
+            self._draw(work.slot)
+            while self._valid_flat is not None:  # rejection: uniform over the valid slots
+                torch.index_select(self._valid_flat, 0, work.slot, out=work.ok)
+                if work.ok.all():
+                    break
+                self._draw(work.fresh)
+                torch.where(work.ok, work.slot, work.fresh, out=work.slot)
+            self._gather(work, out)
+        return out
+
+    def _draw(self, slot: torch.Tensor) -> None:
+        """Uniform flat slots among the stored rows', from the oldest row's first slot."""
+        oldest = (self.row - self.rows) % self.num_rows * self.num_envs
+        span = self.rows * self.num_envs
+        torch.randint(oldest, oldest + span, slot.shape, generator=self.generator, out=slot)
+        slot.remainder_(self._ring_slots)
+
+    def _gather(self, work: _Work, out: TensorDict) -> None:
+        """Transitions at `work.slot` into `out`: row r, and row r + 1 or the kept-apart
+        final as `next_obs`."""
+        for key, column in self._sampled:
+            torch.index_select(column, 0, work.slot, out=out.get(key))
+        torch.add(work.slot, self._row_slots, out=work.next).remainder_(self._ring_slots)
+        for key, column in self._following:
+            torch.index_select(column, 0, work.next, out=out.get(key))
+        if not self._final_live:
+            return
+        torch.index_select(self._final_flat, 0, work.slot, out=work.final)
+        torch.gt(work.final, self._no_final, out=work.has_final)
+        if self._copy_final_rows:  # the host knows the rows with a final: copy only those
+            torch.nonzero(work.has_final, out=work.rows.resize_(0))  # storage kept
+            rows, count = work.rows.view(-1), work.rows.shape[0]
+            at = torch.index_select(work.final, 0, rows, out=work.final_at[:count])
+            for key, finals in self.finals.items():
+                kept = torch.index_select(finals, 0, at, out=work.finals[key][:count])
+                out.get((NEXT_OBS, key)).index_copy_(0, rows, kept)
+            return
+        work.final.clamp_(min=0)  # accelerators: no host sync, gather all and select
+        for key, finals in self.finals.items():
+            target, scratch = out.get((NEXT_OBS, key)), work.finals[key]
+            torch.index_select(finals, 0, work.final, out=scratch)
+            kept = work.has_final.view(-1, *[1] * (scratch.dim() - 1))
+            torch.where(kept, scratch, target, out=target)
+
+    def empty_batch(self, batch_size: int) -> TensorDict:
+        """An uninitialised batch of the batch layout (`rlcore.replay`)."""
+
+        def like(key: str) -> torch.Tensor:
+            column = self.storage[key]
+            return torch.empty(
+                batch_size, *column.shape[2:], dtype=column.dtype, device=self.device
+            )
+
+        fields = {
+            OBS: allocate(self.spec, (batch_size,), self.device),
+            ACTION: like(ACTION),
+            REWARD: like(REWARD),
+            NEXT_OBS: allocate(self.spec, (batch_size,), self.device),
+            TERMINATED: like(TERMINATED),
+            TRUNCATED: like(TRUNCATED),
+        }
+        if SUCCESS in self.storage:
+            fields[SUCCESS] = like(SUCCESS)
+        return TensorDict(fields, batch_size=[batch_size], device=self.device)
+
+    def chunks(self, batch_size: int) -> Iterator[TensorDict]:
+        """The stored transitions, oldest first, in new batches of up to `batch_size`, with
+        `next_obs` materialised (what a dataset on disk holds)."""
+        with self._lock:
+            span = self.rows * self.num_envs
+            slots = torch.arange(span, device=self.device)
+            slots.add_((self.row - self.rows) % self.num_rows * self.num_envs)
+            slots.remainder_(self.num_rows * self.num_envs)
+            if self._valid_flat is not None:
+                slots = slots[self._valid_flat[slots]]
+        for part in slots.split(batch_size):
+            work, out = _Work.new(len(part), self.spec, self.device), self.empty_batch(len(part))
+            work.slot.copy_(part)
+            with self._lock:
+                self._gather(work, out)
+            yield out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stored rows (oldest first, the pending one last) and the live finals (in the
+        order they were kept, `final_index` renumbered), on the CPU: exact resume.
+
+        The generator is not included: the run that owns it saves its state.
+        """
+        with self._lock:
+            order = self._ring_order()
+            slots, live = self.finals.batch_size[0], self._final_live
+            oldest = (self._final_head - live) % slots if slots else 0
+            kept = (torch.arange(live, device=self.device) + oldest) % max(slots, 1)
+            storage = {}
+            for key, column in leaves(self.storage):
+                rows = order if isinstance(key, tuple) else order[: self.rows]
+                storage[column_name(key)] = column[rows].cpu()
+            index = storage[FINAL_INDEX]
+            storage[FINAL_INDEX] = torch.where(index >= 0, (index - oldest) % max(slots, 1), -1)
+            for key, value in self.finals.items():
+                storage[f"{FINAL_OBS}/{key}"] = value[kept].cpu()
+            return {
+                "capacity": self.capacity,
+                "num_envs": self.num_envs,
+                "row": self.row,
+                "rows": self.rows,
+                "final_slots": slots,
+                "storage": storage,
+            }
+
+    def _ring_order(self) -> torch.Tensor:
+        """Ring rows from the oldest transition's to the pending one (none while empty)."""
+        count = self.rows + 1 if self.rows else 0
+        start = self.row - self.rows
+        return (torch.arange(count, device=self.device) + start) % self.num_rows
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned, the ring in place (`finals` is reallocated if
+        the saved one had grown beyond it).
+
+        Everything is checked before anything is written: a state that does not fit leaves
+        the buffer as it was.
+        """
+        if "rows" not in state:
+            raise ValueError(
+                "replay state holds explicit transitions (obs and next_obs, as rlcore saved its "
+                "online buffer before it stored each observation once): it does not fit a "
+                "StreamReplayBuffer"
+            )
+        theirs = (state["capacity"], state["num_envs"])
+        if theirs != (self.capacity, self.num_envs):
+            raise ValueError(
+                f"replay state of capacity {theirs[0]} ({theirs[1]} envs) does not fit a "
+                f"buffer of capacity {self.capacity} ({self.num_envs} envs)"
+            )
+        row, rows, slots = int(state["row"]), int(state["rows"]), int(state["final_slots"])
+        if not (0 <= row < self.num_rows and 0 <= rows < self.num_rows and slots >= 0):
+            raise ValueError(f"replay state's row {row} / rows {rows} out of range")
+        saved = state["storage"]
+        finals = {key: f"{FINAL_OBS}/{key}" for key in self.spec}
+        first = saved.get(next(iter(finals.values())))
+        live = 0 if first is None else first.shape[0]
+        wanted = {
+            column_name(k): (rows + 1 if rows and isinstance(k, tuple) else rows, c)
+            for k, c in leaves(self.storage)
+        }
+        wanted |= {name: (live, self.finals[key]) for key, name in finals.items()}
+        check_saved(saved, wanted)
+        index = saved[FINAL_INDEX]
+        outside = index.numel() and bool((index < -1).any() | (index >= live).any())
+        if outside or int((index >= 0).sum()) != live:
+            raise ValueError(f"replay state's final_index does not match its {live} finals")
+        with self._lock:
+            if max(slots, live) > self.finals.batch_size[0]:
+                self.finals = allocate(self.spec, (max(slots, live),), self.device)
+            self.row, self.rows = row, rows
+            order = self._ring_order()
+            self.storage[FINAL_INDEX].fill_(-1)
+            for key, column in leaves(self.storage):
+                value = saved[column_name(key)]
+                column[order[: len(value)]] = value.to(self.device)
+            for key, name in finals.items():
+                self.finals[key][:live] = saved[name].to(self.device)
+            self._final_head, self._final_live = live % max(self.finals.batch_size[0], 1), live
+            self._row_finals[:] = self._row_valid[:] = 0
+            self._row_finals[order[:rows].cpu().numpy()] = (index >= 0).sum(1).numpy()
+            valid = saved[VALID].sum(1).numpy() if self.with_valid else self.num_envs
+            self._row_valid[order[:rows].cpu().numpy()] = valid
+            self.size = int(self._row_valid.sum())
