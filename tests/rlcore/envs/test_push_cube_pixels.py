@@ -1,0 +1,60 @@
+"""The camera task: PushCube's dynamics, observed as an image, proprioception and the
+privileged state."""
+
+import torch
+
+from rlcore.algos.ppo import PPOConfig
+from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
+from rlcore.envs import PushCube, PushCubePixels
+from rlcore.envs.base import StepSlot
+from rlcore.evaluate import evaluate
+from rlcore.trainer import Trainer
+
+
+def test_entries_and_what_each_holds():
+    pixels, state = PushCubePixels(5, image_size=24), PushCube(5)
+    spec = pixels.obs_spec
+    assert list(spec) == ["image", "privileged", "proprio"]
+    assert spec["image"].shape == (3, 24, 24) and spec["image"].dtype == torch.uint8
+    assert spec["privileged"].privileged and not spec["proprio"].privileged
+    obs, flat = pixels.reset(seed=3), state.reset(seed=3)
+    slot, flat_slot = (StepSlot.allocate(5, e.obs_spec, e.device, True) for e in (pixels, state))
+    action = torch.full((5, 2), 0.7)
+    for _ in range(3):  # the same dynamics: the privileged entry is PushCube's observation
+        assert torch.equal(obs["privileged"], flat["state"])
+        assert torch.equal(obs["proprio"], obs["privileged"][:, :4])  # pusher position, velocity
+        pixels.step(action, slot)
+        state.step(action, flat_slot)
+        obs, flat = slot.next_obs, flat_slot.next_obs
+    assert torch.equal(slot.reward, flat_slot.reward)
+    # Each instance's image differs (its own scene), and shows more than the empty table.
+    images = obs["image"].flatten(1)
+    assert len({tuple(row.tolist()) for row in images}) == 5
+    assert all(len(row.view(3, -1).T.unique(dim=0)) >= 4 for row in images)
+
+
+def test_ppo_from_the_camera_improves_its_return_in_ci_time():
+    """Actor on image + proprioception, critic on the privileged state, 16x16 images: the
+    return rises well above the untrained policy's within ~25k env steps. (At this budget a
+    proprioception-only actor gains as much: this shows the camera path trains, not yet that
+    the camera is used; benchmarks/pixel_push_cube.py measures that.)"""
+    cfg = ExperimentConfig(
+        env=EnvConfig("push_cube_pixels", num_envs=32, options={"image_size": 16}),
+        policy=PolicyConfig(
+            activation="relu", normalize_obs=True, init_log_std=-0.5, image_features=16,
+            encoders={"image": "spatial"}, critic_obs=("privileged",),
+        ),
+        algorithm="ppo",
+        algo=PPOConfig(lr=1e-3, gamma=0.99, reward_scale=0.1, num_epochs=10, num_minibatches=8),
+        trainer=TrainerConfig(
+            total_env_steps=32 * 64 * 12, num_steps=64, eval_every_iters=0, eval_episodes=32
+        ),
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    before = evaluate(trainer.policy, trainer.eval_env, seed=123)["eval/episode_return"]
+    trainer.run()
+    after = evaluate(trainer.policy, trainer.eval_env, seed=123)["eval/episode_return"]
+    assert after > before + 10, (
+        before,
+        after,
+    )  # measured: -109.1 -> -88.5 (seeds 0-2: -85.7..-88.5)
