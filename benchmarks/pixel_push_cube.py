@@ -5,9 +5,9 @@ Run from the repository root, e.g.
     .venv/bin/python -m benchmarks.pixel_push_cube
     .venv/bin/python -m benchmarks.pixel_push_cube --variants pixels-state-critic --seeds 0
 
-Every (variant, seed) is one `Trainer.run()` of `BASE` (PPO; the actor reads the camera
-image and the pusher's own state) until evaluation success reaches 0.9 or `--steps` env
-steps. Variants differ in what the networks read:
+Every (variant, seed) is one `Trainer.run()` of the `push_cube_pixels` preset (PPO; the
+actor reads the camera image and the pusher's own state) until evaluation success reaches
+0.9 or `--steps` env steps. Variants differ in what the networks read:
 
 - `pixels-state-critic`: the critic reads the privileged simulator state (asymmetric);
 - `pixels-critic`: the critic reads what the actor reads (image and proprioception), with
@@ -26,28 +26,20 @@ import time
 from typing import Any
 
 from benchmarks.common import base_parser, print_table, setup, write_json
-from rlcore.algos.ppo import PPOConfig
-from rlcore.config import EnvConfig, ExperimentConfig, PolicyConfig, TrainerConfig
+from rlcore.config import ExperimentConfig
+from rlcore.presets import PRESETS
 from rlcore.trainer import Trainer
 
 TARGET = 0.9
-BASE = ExperimentConfig(
-    env=EnvConfig("push_cube_pixels", num_envs=64, options={"image_size": 48}),
-    policy=PolicyConfig(
-        activation="relu",
-        normalize_obs=True,
-        init_log_std=-0.5,
-        image_features=32,
-        encoders={"image": "spatial"},
-        actor_obs=("image", "proprio"),
-    ),
-    algorithm="ppo",
-    algo=PPOConfig(lr=1e-3, gamma=0.99, reward_scale=0.1, num_epochs=4, num_minibatches=4),
-    trainer=TrainerConfig(
+# The camera task's preset (the actor reads the image and its own proprioception), up to 2M
+# env steps, stopping at success 0.9.
+BASE = dataclasses.replace(
+    PRESETS["push_cube_pixels"],
+    policy=dataclasses.replace(PRESETS["push_cube_pixels"].policy, actor_obs=("image", "proprio")),
+    trainer=dataclasses.replace(
+        PRESETS["push_cube_pixels"].trainer,
         total_env_steps=2_000_000,
-        num_steps=64,
-        eval_every_iters=5,
-        eval_episodes=64,
+        checkpoint_every_iters=0,
         stop_at_eval_success=TARGET,
     ),
 )
