@@ -26,6 +26,7 @@ MUJOCO_TASKS = ("HalfCheetah", "Hopper", "Ant")  # rlcore.envs.mujoco_batch.TASK
 ACTIVATION_NAMES = ("tanh", "relu", "elu")  # rlcore.policies.ACTIVATIONS builds them
 # Per observation entry: a float vector read by the MLP, or an image encoder (rlcore.encoders).
 ENCODER_NAMES = ("mlp", "nature", "drq", "spatial")
+MAX_FRAME_STACK = 16  # env.frame_stack at most (DQN stacks 4): a larger one is a typo
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
@@ -59,12 +60,17 @@ class EnvConfig:
     (`rlcore.envs.gym_bridge.GymnasiumEnv`): vectorization, env_kwargs, max_episode_steps,
     actions, autoreset; for `mujoco:`, `rlcore.envs.mujoco_batch.MujocoEnv`'s: nthread, xml_file,
     engine.
+
+    `frame_stack` (k > 1): the policy sees each camera image entry with its k - 1
+    predecessors stacked on the channels (`rlcore.envs.frame_stack.FrameStack`), so one
+    observation shows motion. An env without camera images is refused.
     """
 
     name: str = "cartpole"
     num_envs: int = 64
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
+    frame_stack: int = 1
 
     def __post_init__(self) -> None:
         if self.name.startswith(GYMNASIUM_PREFIX):
@@ -87,6 +93,11 @@ class EnvConfig:
             raise ValueError(
                 f"env.device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', "
                 f"got {self.device!r}"
+            )
+        if not 1 <= self.frame_stack <= MAX_FRAME_STACK:
+            raise ValueError(
+                f"env.frame_stack must be an integer in [1, {MAX_FRAME_STACK}] (frames per "
+                f"camera image; 1: no stacking), got {self.frame_stack}"
             )
 
 

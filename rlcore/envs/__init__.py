@@ -10,6 +10,7 @@ import torch
 from rlcore.config import GYMNASIUM_PREFIX, MUJOCO_PREFIX, EnvConfig
 from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
 from rlcore.envs.cartpole import CartPole
+from rlcore.envs.frame_stack import FrameStack
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
 from rlcore.envs.push_cube_pixels import PushCubePixels
@@ -38,8 +39,11 @@ def make_env(
     size (the video stage), so a Gymnasium env that renders offscreen at a fixed size is
     built at it rather than rendering large and shrinking every frame.
 
+    With `env.frame_stack` above 1 the env's camera images are stacked (`FrameStack`).
+
     Raises `ConfigError` naming the key for an unusable `env.device` or an option the env
-    does not take, before anything is built.
+    does not take, before anything is built, and for frame stacking on an env without
+    camera images, once it is built (and closed again).
     """
     count = num_envs or cfg.num_envs
     check_device(cfg.device)
@@ -85,13 +89,21 @@ def _check_options(name: str, factory: Callable[..., BatchedEnv], options: dict)
 
 
 def _built(cfg: EnvConfig, build: Callable[[], BatchedEnv]) -> BatchedEnv:
-    """Run the env's constructor; its complaints about an option's value name `env.options`."""
+    """Run the env's constructor (its complaints about an option's value name `env.options`)
+    and stack its frames if `env.frame_stack` says so."""
     try:
-        return build()
+        env = build()
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"env.options of {cfg.name} ({cfg.options}): {exc}") from exc
+    if cfg.frame_stack == 1:
+        return env
+    try:
+        return FrameStack(env, cfg.frame_stack, name=cfg.name)
+    except ConfigError:
+        env.close()
+        raise
 
 
 def check_device(device: str) -> None:
@@ -123,6 +135,7 @@ __all__ = [
     "BatchedEnv",
     "CartPole",
     "EnvConfig",
+    "FrameStack",
     "Pendulum",
     "PushCube",
     "PushCubePixels",

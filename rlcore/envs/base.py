@@ -19,7 +19,8 @@ Keys an env writes for the transition at time index `t` (all on `env.device`):
 Observations are TensorDicts of named entries (`rlcore.observations`): `env.obs_spec` names
 each entry's shape and dtype, read off `observation_space` (a flat `Box` is the one entry
 `state` float32 `[obs_dim]`; a `Dict` of `Box`es one entry per key). Images are uint8
-`[C, H, W]`.
+`[C, H, W]`. An env with `frame_stack` k > 1 (`rlcore.envs.frame_stack.FrameStack`) shows
+each image entry as its last k frames on the channels, oldest first: `[k * C, H, W]`.
 
 Auto-reset: an instance whose transition is `done` is reset inside the same `step()` call.
 Its `next_obs` (rollout `obs[:, t + 1]`) is therefore the first observation of the *new*
@@ -158,6 +159,8 @@ class BatchedEnv(abc.ABC):
     # bit-identical trajectories; False (MuJoCo Warp on CUDA, not `deterministic`), they
     # agree to float32 round-off.
     bit_reproducible: bool = True
+    # Frames each image entry stacks (module docstring).
+    frame_stack: int = 1
     num_envs: int
     device: torch.device
     final_obs: TensorDict

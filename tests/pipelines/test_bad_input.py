@@ -77,6 +77,13 @@ CASES = [
         edited("env", {"name": "push_cube", "options": {"control": "teleport"}}),
         "env.options of push_cube",
     ),
+    ("frame-stack-range", edited("env.frame_stack", 0), "env.frame_stack: must be an integer"),
+    (  # checked against the env it stacks, before any step
+        "frame-stack-without-images",
+        edited("env.frame_stack", 4),
+        "env.frame_stack: 4 stacks camera images, and env 'cartpole' has none (entries: state "
+        "float32 [4]): remove env.frame_stack or set it to 1",
+    ),
     ("unknown-algorithm", edited("algorithm.name", "a2c"), "algorithm.name: 'a2c': choose"),
     ("old-algorithm-layout", edited("algorithm", "ppo"), "algorithm: must be a mapping"),
     ("top-level-ppo", edited("ppo", {"lr": 0.1}), "ppo: algorithm settings live under"),

@@ -33,6 +33,8 @@ def test_env_config_accepts_torch_device_strings(device):
     [
         ({"device": "gpu"}, "env.device must be a torch device"),
         ({"name": "atari"}, "env.name must be one of"),
+        ({"frame_stack": 0}, r"env.frame_stack must be an integer in \[1, 16\]"),
+        ({"frame_stack": 17}, r"env.frame_stack must be an integer in \[1, 16\].*got 17"),
     ],
 )
 def test_env_config_rejects_bad_values(kwargs, message):

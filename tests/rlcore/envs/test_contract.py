@@ -1,13 +1,14 @@
 """One contract suite, run over every builtin env; through the Gymnasium bridge, over
 Gymnasium's CartPole-v1 (in both auto-reset modes) and Pendulum-v1 and a Dict-observation
-env; over the native batched MuJoCo tasks; and on CUDA when present."""
+env; over the native batched MuJoCo tasks; over a frame-stacked camera env; and on CUDA when
+present."""
 
 import gymnasium.spaces as spaces
 import pytest
 import torch
 from tensordict import TensorDict
 
-from rlcore.envs import ENVS, BatchedEnv, StepSlot, TorchEnv
+from rlcore.envs import ENVS, BatchedEnv, FrameStack, PushCubePixels, StepSlot, TorchEnv
 from rlcore.envs.gym_bridge import GymnasiumEnv
 from rlcore.observations import FLAT_KEY, allocate
 from tests.rlcore.envs.gym_test_envs import register
@@ -21,13 +22,18 @@ BRIDGED = {  # name: (Gymnasium id, bridge options)
     "rlcore-test/DictPoint-v0": ("rlcore-test/DictPoint-v0", {}),
 }
 NATIVE_MUJOCO = {"mujoco:HalfCheetah": {}, "mujoco:Hopper": {}, "mujoco:Ant": {}}
+STACKED = "push_cube_pixels, 3 frames stacked"
 if torch.cuda.is_available():  # Warp's bit-reproducible mode, held to bit-identical results
     NATIVE_MUJOCO["mujoco:Ant, deterministic"] = {"deterministic": True}
 register()
 
 
 @pytest.fixture(
-    params=[(name, dev) for name in (*sorted(ENVS), *BRIDGED, *NATIVE_MUJOCO) for dev in DEVICES],
+    params=[
+        (name, dev)
+        for name in (*sorted(ENVS), STACKED, *BRIDGED, *NATIVE_MUJOCO)
+        for dev in DEVICES
+    ],
     ids=str,
 )
 def make(request):
@@ -36,6 +42,8 @@ def make(request):
     def build(num_envs: int = N) -> BatchedEnv:
         if name in ENVS:
             return ENVS[name](num_envs, device=device)
+        if name == STACKED:
+            return FrameStack(PushCubePixels(num_envs, device=device, image_size=16), 3)
         if name in NATIVE_MUJOCO:
             from rlcore.envs.mujoco_batch import MujocoEnv, MujocoEnvError
 
@@ -56,10 +64,11 @@ def make(request):
     return build
 
 
-def torch_env(env: BatchedEnv) -> TorchEnv:
+def torch_env(env: BatchedEnv) -> TorchEnv | FrameStack:
     """The tests that read or restore internal state apply to torch-simulated envs only (a
-    Gymnasium env's state cannot be saved; see rlcore.envs.gym_bridge)."""
-    if not isinstance(env, TorchEnv):
+    Gymnasium env's state cannot be saved; see rlcore.envs.gym_bridge), frame-stacked or not
+    (a `FrameStack` reads the rest through)."""
+    if not isinstance(env.env if isinstance(env, FrameStack) else env, TorchEnv):
         pytest.skip("needs a TorchEnv's internal state")
     return env
 
