@@ -63,7 +63,8 @@ class EnvConfig:
 
     `frame_stack` (k > 1): the policy sees each camera image entry with its k - 1
     predecessors stacked on the channels (`rlcore.envs.frame_stack.FrameStack`), so one
-    observation shows motion. An env without camera images is refused.
+    observation shows motion; replay buffers still store each frame once. An env without
+    camera images is refused.
     """
 
     name: str = "cartpole"

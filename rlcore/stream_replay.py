@@ -38,6 +38,10 @@ would overwrite a final that a stored transition still points to: envs may end e
 truncation for other reasons. Bytes per stored transition: the raw observation's, plus about
 1 / max_episode_steps of it for the finals, plus the scalars.
 
+Camera images stacked over k frames (an env's `frame_stack`) are stored as their newest frame,
+and `sample` rebuilds the stacks from the rows before, never across an episode start
+(`rlcore.stream_frames`: a uint8 `age` column, and k - 1 more rows of history in the ring).
+
 On an accelerator `add_rollout` synchronises with the host for its truncation or valid flags
 (to place the finals and count transitions) and once per observation entry (`torch.equal`:
 does the rollout start from the pending observation?). `sample` builds its indices with
@@ -60,6 +64,7 @@ from rlcore.envs.base import BatchedEnv
 from rlcore.observations import ObsSpec, allocate, as_spec
 from rlcore.replay import (
     NEXT_OBS,
+    Key,
     SampledBuffer,
     action_layout,
     check_saved,
@@ -69,6 +74,7 @@ from rlcore.replay import (
 )
 from rlcore.rollout import (
     ACTION,
+    DONE,
     FINAL_OBS,
     MASK,
     OBS,
@@ -78,12 +84,14 @@ from rlcore.rollout import (
     TRUNCATED,
     num_steps,
 )
+from rlcore.stream_frames import AGE, FrameStacks, stored_spec
 
 log = logging.getLogger(__name__)
 
 FINAL_INDEX = "final_index"
 VALID = "valid"
 _NONE = np.empty(0, dtype=np.int64)
+_COPIED = (ACTION, REWARD, TERMINATED, TRUNCATED, SUCCESS, VALID)  # from the rollout, as given
 
 
 @dataclass(frozen=True)
@@ -99,16 +107,18 @@ class _Work:
     rows: torch.Tensor  # int64 [B, 1]: (CPU) the rows that have a final, resized in place
     final_at: torch.Tensor  # int32 [B]: (CPU) their finals' slots
     finals: TensorDict  # [B] observation entries gathered from `finals`
+    stacks: tuple[torch.Tensor, ...]  # `FrameStacks.gather`'s scratch
 
     @staticmethod
-    def new(batch_size: int, spec: ObsSpec, device: torch.device) -> _Work:
+    def new(batch_size: int, spec: ObsSpec, frames: int, device: torch.device) -> _Work:
         def flat(dtype: torch.dtype, *shape: int) -> torch.Tensor:
             return torch.empty(batch_size, *shape, dtype=dtype, device=device)
 
-        int64, int32, bool_ = torch.int64, torch.int32, torch.bool
+        int64, int32, bool_, uint8 = torch.int64, torch.int32, torch.bool, torch.uint8
         return _Work(
             flat(int64), flat(int64), flat(bool_), flat(int64), flat(int32), flat(bool_),
             flat(int64, 1), flat(int32), allocate(spec, (batch_size,), device),
+            (flat(uint8), flat(uint8), flat(int64), flat(int64, frames)),
         )  # fmt: skip
 
 
@@ -128,20 +138,26 @@ class StreamReplayBuffer(SampledBuffer):
         with_success: bool = False,
         with_valid: bool = False,
         max_episode_steps: int | None = None,
+        frame_stack: int = 1,
     ) -> None:
         for name, value in (("capacity", capacity), ("num_envs", num_envs)):
             if type(value) is not int or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         super().__init__(device, generator)
         self.num_envs, self.with_valid, self.spec = num_envs, with_valid, as_spec(obs_spec)
-        self.num_rows = rows = -(-capacity // num_envs) + 1
-        self.capacity = (rows - 1) * num_envs
+        # Stacked frames: what is stored of each observation, and the rows kept before the
+        # oldest transition's for its stack (`rlcore.stream_frames`).
+        self._stored = self.spec if frame_stack == 1 else stored_spec(self.spec, frame_stack)
+        self._history = frame_stack - 1
+        self._max_rows = -(-capacity // num_envs)  # transition rows: one pending row more
+        self.num_rows = rows = self._max_rows + 1 + self._history
+        self.capacity = self._max_rows * num_envs
 
         def column(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(rows, num_envs, *shape, dtype=dtype, device=self.device)
 
         fields = {
-            OBS: allocate(self.spec, (rows, num_envs), self.device),
+            OBS: allocate(self._stored, (rows, num_envs), self.device),
             ACTION: column(*action_shape, dtype=action_dtype),
             REWARD: column(),
             TERMINATED: column(dtype=torch.bool),
@@ -152,21 +168,24 @@ class StreamReplayBuffer(SampledBuffer):
         fields[FINAL_INDEX] = column(dtype=torch.int32).fill_(-1)
         if with_valid:
             fields[VALID] = column(dtype=torch.bool)
+        if frame_stack > 1:
+            fields[AGE] = column(dtype=torch.uint8)
         self.storage = TensorDict(fields, batch_size=[rows, num_envs], device=self.device)
+        self.frames = FrameStacks(self.spec, frame_stack, fields) if frame_stack > 1 else None
         # The columns `add_rollout` writes: observations, and (column, rollout key) of the
         # transitions' fields.
         self._ring_obs, self._final_index = dict(fields[OBS].items()), fields[FINAL_INDEX]
-        self._copied = [
-            (c, MASK if k == VALID else k) for k, c in fields.items() if k not in (OBS, FINAL_INDEX)
-        ]
-        # [R * N] views: what `sample` gathers from row r, and from row r + 1 as `next_obs`.
-        flat = {key: c.flatten(0, 1) for key, c in leaves(self.storage)}
-        self._sampled = [(k, c) for k, c in flat.items() if k not in (FINAL_INDEX, VALID)]
+        self._copied = [(c, MASK if k == VALID else k) for k, c in fields.items() if k in _COPIED]
+        # [R * N] views: what `sample` gathers from row r, and from row r + 1 as `next_obs`
+        # (stacked entries: `self.frames` rebuilds them).
+        stacked = {(OBS, key) for key in self.frames.channels} if self.frames else set()
+        flat = {key: c.flatten(0, 1) for key, c in leaves(self.storage) if key not in stacked}
+        self._sampled = [(k, c) for k, c in flat.items() if k not in (FINAL_INDEX, VALID, AGE)]
         self._following = [((NEXT_OBS, k[1]), c) for k, c in flat.items() if isinstance(k, tuple)]
         self._final_flat, self._valid_flat = flat[FINAL_INDEX], flat.get(VALID)
         limit = max_episode_steps or rows
         slots = 0 if with_valid else num_envs * (-(-rows // limit) + 1)
-        self.finals = allocate(self.spec, (slots,), self.device)
+        self.finals = allocate(self._stored, (slots,), self.device)
         self.row = 0  # ring row of the pending observation (the next rollout's first)
         self.rows = 0  # transition rows stored, the newest just before `row`
         self.size = 0  # transitions stored (the valid ones)
@@ -192,6 +211,7 @@ class StreamReplayBuffer(SampledBuffer):
             capacity, env.obs_spec, shape, dtype, env.device, generator,
             num_envs=env.num_envs, with_success=env.has_success,
             with_valid=env.has_invalid_steps, max_episode_steps=env.max_episode_steps,
+            frame_stack=env.frame_stack,
         )  # fmt: skip
 
     def __len__(self) -> int:
@@ -218,14 +238,16 @@ class StreamReplayBuffer(SampledBuffer):
             )
         if not self.with_valid and FINAL_OBS not in rollout:
             raise ValueError("the rollout lacks `final_obs` (RolloutSpec with_final_obs=True)")
-        keep = min(horizon, self.num_rows - 1)
+        keep = min(horizon, self._max_rows)
         first = horizon - keep
 
         def steps(value: torch.Tensor, extra: int = 0) -> torch.Tensor:
             """Time-major rows `first .. T - 1 + extra` of a rollout field (contiguous)."""
             return value.transpose(0, 1)[first : horizon + extra]
 
-        obs = {key: steps(value, 1) for key, value in rollout[OBS].items()}
+        entries = rollout[OBS].items()
+        given = {key: value[:, first] for key, value in entries}  # stacked, if stacked
+        obs = {key: steps(self._newest(key, value), 1) for key, value in entries}
         copied = [(column, steps(rollout[key])) for column, key in self._copied]
         if self.with_valid:
             flags = steps(rollout[MASK])
@@ -235,8 +257,11 @@ class StreamReplayBuffer(SampledBuffer):
         t, env = (_NONE, _NONE) if self.with_valid else flags.nonzero()
         with self._lock:
             start, rows = self.row, self.num_rows
-            self._drop_oldest(self.rows + keep - (rows - 1) if first == 0 else self.rows)
-            broken = self._broken_streams(obs) if self.rows else _NONE
+            self._drop_oldest(self.rows + keep - self._max_rows if first == 0 else self.rows)
+            restarted, broken = self._broken_streams(given) if self.rows else (None, _NONE)
+            if self.frames is not None:  # before the pending row is overwritten
+                starts = ~steps(rollout[MASK]) if self.with_valid else steps(rollout[DONE])
+                self.frames.add(start, starts, None if self.rows else given, restarted)
             self._reserve_finals(len(broken) + len(env))
             if len(broken):  # before row `start` is overwritten
                 where = self._index(broken)
@@ -251,7 +276,7 @@ class StreamReplayBuffer(SampledBuffer):
                 self._final_index[ring].fill_(-1)
             if len(env):
                 at = self._index(t), self._index(env)
-                finals = {k: steps(v)[at] for k, v in rollout[FINAL_OBS].items()}
+                finals = {k: steps(self._newest(k, v))[at] for k, v in rollout[FINAL_OBS].items()}
                 self._keep_apart(finals, (start + t) % rows, env)
             counts = flags.sum(1) if self.with_valid else np.full(keep, n)
             self._row_valid[(start + np.arange(keep)) % rows] = counts
@@ -260,6 +285,10 @@ class StreamReplayBuffer(SampledBuffer):
 
     def _index(self, host: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(host, dtype=torch.int64, device=self.device)
+
+    def _newest(self, key: str, value: torch.Tensor) -> torch.Tensor:
+        """What is stored of entry `key`'s `value`: its newest frame, if stacked."""
+        return value if self.frames is None else self.frames.newest(key, value)
 
     def _drop_oldest(self, count: int) -> None:
         """Forget the `count` oldest transition rows (about to be overwritten)."""
@@ -271,20 +300,25 @@ class StreamReplayBuffer(SampledBuffer):
         self._row_finals[rows] = self._row_valid[rows] = 0
         self.rows -= count
 
-    def _broken_streams(self, obs: dict[str, torch.Tensor]) -> np.ndarray:
-        """Envs whose newest transition needs the pending observation kept apart: the rollout
-        does not start from it, and the transition has no final of its own and bootstraps."""
+    def _broken_streams(
+        self, first: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor | None, np.ndarray]:
+        """The envs whose rollout does not start from the pending observation ([N] bool, or
+        None where all do), and those of them whose newest transition needs it kept apart:
+        it has no final of its own and bootstraps. `first`: the rollout's first observation."""
         pending = {key: value[self.row] for key, value in self._ring_obs.items()}
-        if all(torch.equal(pending[key], value[0]) for key, value in obs.items()):
-            return _NONE
+        if self.frames is not None:  # stacks compared whole: the newest frame may repeat
+            pending |= self.frames.stacks(self.row)
+        if all(torch.equal(pending[key], value) for key, value in first.items()):
+            return None, _NONE
         differs = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        for key, value in obs.items():
-            differs |= (pending[key] != value[0]).flatten(1).any(1)
+        for key, value in first.items():
+            differs |= (pending[key] != value).flatten(1).any(1)
         newest = self.storage[(self.row - 1) % self.num_rows]
         needs = differs & (newest[FINAL_INDEX] < 0) & ~newest[TERMINATED]
         if self.with_valid:
             needs &= newest[VALID]
-        return needs.nonzero().view(-1).cpu().numpy()
+        return differs, needs.nonzero().view(-1).cpu().numpy()
 
     def _reserve_finals(self, count: int) -> None:
         """Make room for `count` more finals, never overwriting a live one: grow if needed."""
@@ -292,7 +326,7 @@ class StreamReplayBuffer(SampledBuffer):
         if live + count <= slots:
             return
         grown = max(2 * slots, live + count)
-        finals = allocate(self.spec, (grown,), self.device)
+        finals = allocate(self._stored, (grown,), self.device)
         if slots:  # live finals to [0, live), oldest first; the ring's indices follow them
             oldest = (self._final_head - live) % slots
             order = (torch.arange(live, device=self.device) + oldest) % slots
@@ -325,7 +359,7 @@ class StreamReplayBuffer(SampledBuffer):
         out = self._target(batch_size, out)
         work = self._work.get(batch_size)
         if work is None:
-            work = self._work[batch_size] = _Work.new(batch_size, self.spec, self.device)
+            work = self._work[batch_size] = self._new_work(batch_size)
         with self._lock:
             if self.size == 0:
                 raise ValueError("cannot sample from an empty replay buffer")
@@ -338,6 +372,10 @@ class StreamReplayBuffer(SampledBuffer):
                 torch.where(work.ok, work.slot, work.fresh, out=work.slot)
             self._gather(work, out)
         return out
+
+    def _new_work(self, batch_size: int) -> _Work:
+        frames = 1 if self.frames is None else self.frames.frames
+        return _Work.new(batch_size, self._stored, frames, self.device)
 
     def _draw(self, slot: torch.Tensor) -> None:
         """Uniform flat slots among the stored rows', from the oldest row's first slot."""
@@ -354,21 +392,26 @@ class StreamReplayBuffer(SampledBuffer):
         torch.add(work.slot, self._row_slots, out=work.next).remainder_(self._ring_slots)
         for key, column in self._following:
             torch.index_select(column, 0, work.next, out=out.get(key))
+        if self._final_live:
+            torch.index_select(self._final_flat, 0, work.slot, out=work.final)
+            torch.gt(work.final, self._no_final, out=work.has_final)
+        if self.frames is not None:
+            has_final = work.has_final if self._final_live else None
+            obs, next_obs = dict(out.get(OBS).items()), dict(out.get(NEXT_OBS).items())
+            self.frames.gather(work.slot, work.next, has_final, work.stacks, obs, next_obs)
         if not self._final_live:
             return
-        torch.index_select(self._final_flat, 0, work.slot, out=work.final)
-        torch.gt(work.final, self._no_final, out=work.has_final)
         if self._copy_final_rows:  # the host knows the rows with a final: copy only those
             torch.nonzero(work.has_final, out=work.rows.resize_(0))  # storage kept
             rows, count = work.rows.view(-1), work.rows.shape[0]
             at = torch.index_select(work.final, 0, rows, out=work.final_at[:count])
             for key, finals in self.finals.items():
                 kept = torch.index_select(finals, 0, at, out=work.finals[key][:count])
-                out.get((NEXT_OBS, key)).index_copy_(0, rows, kept)
+                self._newest(key, out.get((NEXT_OBS, key))).index_copy_(0, rows, kept)
             return
         work.final.clamp_(min=0)  # accelerators: no host sync, gather all and select
         for key, finals in self.finals.items():
-            target, scratch = out.get((NEXT_OBS, key)), work.finals[key]
+            target, scratch = self._newest(key, out.get((NEXT_OBS, key))), work.finals[key]
             torch.index_select(finals, 0, work.final, out=scratch)
             kept = work.has_final.view(-1, *[1] * (scratch.dim() - 1))
             torch.where(kept, scratch, target, out=target)
@@ -405,7 +448,7 @@ class StreamReplayBuffer(SampledBuffer):
             if self._valid_flat is not None:
                 slots = slots[self._valid_flat[slots]]
         for part in slots.split(batch_size):
-            work, out = _Work.new(len(part), self.spec, self.device), self.empty_batch(len(part))
+            work, out = self._new_work(len(part)), self.empty_batch(len(part))
             work.slot.copy_(part)
             with self._lock:
                 self._gather(work, out)
@@ -424,8 +467,7 @@ class StreamReplayBuffer(SampledBuffer):
             kept = (torch.arange(live, device=self.device) + oldest) % max(slots, 1)
             storage = {}
             for key, column in leaves(self.storage):
-                rows = order if isinstance(key, tuple) else order[: self.rows]
-                storage[column_name(key)] = column[rows].cpu()
+                storage[column_name(key)] = column[self._saved_rows(key, order)].cpu()
             index = storage[FINAL_INDEX]
             storage[FINAL_INDEX] = torch.where(index >= 0, (index - oldest) % max(slots, 1), -1)
             for key, value in self.finals.items():
@@ -440,10 +482,18 @@ class StreamReplayBuffer(SampledBuffer):
             }
 
     def _ring_order(self) -> torch.Tensor:
-        """Ring rows from the oldest transition's to the pending one (none while empty)."""
-        count = self.rows + 1 if self.rows else 0
-        start = self.row - self.rows
+        """Ring rows from the oldest transition's (the k - 1 before it with stacked frames:
+        its history) to the pending one (none while empty)."""
+        count = self.rows + 1 + self._history if self.rows else 0
+        start = self.row - self.rows - self._history
         return (torch.arange(count, device=self.device) + start) % self.num_rows
+
+    def _saved_rows(self, key: Key, order: torch.Tensor) -> torch.Tensor:
+        """The rows of `order` that column `key` saves: all of them for observations (and
+        ages), the transitions' for the rest."""
+        if isinstance(key, tuple) or key == AGE:
+            return order
+        return order[self._history : self._history + self.rows]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned, the ring in place (`finals` is reallocated if
@@ -465,14 +515,15 @@ class StreamReplayBuffer(SampledBuffer):
                 f"buffer of capacity {self.capacity} ({self.num_envs} envs)"
             )
         row, rows, slots = int(state["row"]), int(state["rows"]), int(state["final_slots"])
-        if not (0 <= row < self.num_rows and 0 <= rows < self.num_rows and slots >= 0):
+        if not (0 <= row < self.num_rows and 0 <= rows <= self._max_rows and slots >= 0):
             raise ValueError(f"replay state's row {row} / rows {rows} out of range")
         saved = state["storage"]
         finals = {key: f"{FINAL_OBS}/{key}" for key in self.spec}
         first = saved.get(next(iter(finals.values())))
         live = 0 if first is None else first.shape[0]
+        every = rows + 1 + self._history if rows else 0  # rows of observation columns
         wanted = {
-            column_name(k): (rows + 1 if rows and isinstance(k, tuple) else rows, c)
+            column_name(k): (every if isinstance(k, tuple) or k == AGE else rows, c)
             for k, c in leaves(self.storage)
         }
         wanted |= {name: (live, self.finals[key]) for key, name in finals.items()}
@@ -483,18 +534,18 @@ class StreamReplayBuffer(SampledBuffer):
             raise ValueError(f"replay state's final_index does not match its {live} finals")
         with self._lock:
             if max(slots, live) > self.finals.batch_size[0]:
-                self.finals = allocate(self.spec, (max(slots, live),), self.device)
+                self.finals = allocate(self._stored, (max(slots, live),), self.device)
             self.row, self.rows = row, rows
             order = self._ring_order()
             self.storage[FINAL_INDEX].fill_(-1)
             for key, column in leaves(self.storage):
-                value = saved[column_name(key)]
-                column[order[: len(value)]] = value.to(self.device)
+                column[self._saved_rows(key, order)] = saved[column_name(key)].to(self.device)
             for key, name in finals.items():
                 self.finals[key][:live] = saved[name].to(self.device)
             self._final_head, self._final_live = live % max(self.finals.batch_size[0], 1), live
             self._row_finals[:] = self._row_valid[:] = 0
-            self._row_finals[order[:rows].cpu().numpy()] = (index >= 0).sum(1).numpy()
+            transitions = order[self._history : self._history + rows].cpu().numpy()
+            self._row_finals[transitions] = (index >= 0).sum(1).numpy()
             valid = saved[VALID].sum(1).numpy() if self.with_valid else self.num_envs
-            self._row_valid[order[:rows].cpu().numpy()] = valid
+            self._row_valid[transitions] = valid
             self.size = int(self._row_valid.sum())

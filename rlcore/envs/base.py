@@ -159,7 +159,8 @@ class BatchedEnv(abc.ABC):
     # bit-identical trajectories; False (MuJoCo Warp on CUDA, not `deterministic`), they
     # agree to float32 round-off.
     bit_reproducible: bool = True
-    # Frames each image entry stacks (module docstring).
+    # Frames each image entry stacks (module docstring): replay buffers store the newest
+    # frame alone and rebuild the stack (`rlcore.stream_replay`).
     frame_stack: int = 1
     num_envs: int
     device: torch.device

@@ -23,8 +23,9 @@ writes each step's stacks straight into the caller's slot with tensor ops over a
 env's and the stacks, so a restored env continues bit-identically (the Gymnasium bridge
 restarts episodes on load; its stacks are not exact either).
 
-What stores the stacks: the rollout and the replay buffer hold each observation as the env
-gives it, k frames a row.
+What stores the stacks: the PPO/GRPO rollout holds each observation as the env gives it, k
+frames a row (one iteration's transient data); the off-policy `StreamReplayBuffer` stores the
+newest frame alone and rebuilds the stacks at sample time (`rlcore.stream_frames`).
 """
 
 from __future__ import annotations

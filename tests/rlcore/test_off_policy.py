@@ -151,3 +151,24 @@ def test_sac_with_an_asymmetric_critic_resumes_bit_identically_images_stored_as_
     assert mine["storage"].keys() == theirs["storage"].keys()
     for name, column in mine["storage"].items():  # the ring and the kept-apart finals
         assert torch.equal(column, theirs["storage"][name]), name
+
+
+def test_sac_from_stacked_frames_resumes_bit_identically_one_frame_a_row_stored(tmp_path):
+    """SAC on 2 stacked 16x16 camera frames (DrQ-v2's encoder, by the size): the replay
+    buffer stores the newest frame of each observation, rebuilds the stacks it samples, and
+    is saved with the run, so a resumed run ends where the straight one does."""
+    cfg = dataclasses.replace(
+        small_sac(),
+        env=EnvConfig("push_cube_pixels", num_envs=4, options={"image_size": 16}, frame_stack=2),
+        policy=PolicyConfig(hidden_sizes=(16,), image_features=16),
+    )
+    straight, resumed = straight_and_resumed(cfg, tmp_path / "ckpt.pt", stop_after_iters=6)
+    assert straight.env.obs_spec["image"].shape == (6, 16, 16)
+    buffer = straight.replay.buffer
+    assert buffer.storage["obs", "image"].shape[2:] == buffer.finals["image"].shape[1:]
+    assert buffer.finals["image"].shape[1:] == (3, 16, 16)
+    assert straight.replay.updates > 0
+    assert torch.equal(state(straight), state(resumed))
+    mine, theirs = buffer.state_dict(), resumed.replay.buffer.state_dict()
+    for name, column in mine["storage"].items():
+        assert torch.equal(column, theirs["storage"][name]), name

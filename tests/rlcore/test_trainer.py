@@ -159,21 +159,32 @@ def test_non_finite_loss_stops_before_corrupting_parameters():
     assert torch.equal(params(trainer), before)
 
 
-def test_exact_resume_with_camera_observations(tmp_path):
-    """uint8 images through the rollout, a CNN actor and a critic on privileged state."""
+@pytest.mark.parametrize("frame_stack", [1, 2])
+def test_exact_resume_with_camera_observations(tmp_path, frame_stack):
+    """uint8 images through the rollout, a CNN actor and a critic on privileged state; with
+    stacked frames, the rollout holds each observation's stack as the env showed it."""
+    env = EnvConfig(
+        "push_cube_pixels", num_envs=4, options={"image_size": 16}, frame_stack=frame_stack
+    )
     cfg = dataclasses.replace(
         small_config("push_cube_pixels"),
-        env=EnvConfig("push_cube_pixels", num_envs=4, options={"image_size": 16}),
+        env=env,
         policy=PolicyConfig(hidden_sizes=(16,), normalize_obs=True, image_features=16,
                             critic_obs=("privileged",)),
         trainer=TrainerConfig(total_env_steps=4 * 16 * 4, num_steps=16, eval_every_iters=2,
                               eval_episodes=2),
     )  # fmt: skip
     straight, resumed = straight_and_resumed(cfg, tmp_path / "ckpt.pt", stop_after_iters=2)
-    assert straight.rollout["obs", "image"].dtype == torch.uint8
-    assert torch.equal(params(straight), params(resumed))
     image = ("obs", "image")
+    assert straight.rollout[image].dtype == torch.uint8
+    assert straight.rollout[image].shape == (4, 17, 3 * frame_stack, 16, 16)
+    assert torch.equal(params(straight), params(resumed))
     assert torch.equal(straight.rollout[image], resumed.rollout[image])
+    assert "eval/episode_return" in straight.last_eval  # the eval env stacks alike
+    if frame_stack == 2:  # the older frame of each stack is the newest of the one before
+        frames, done = straight.rollout[image].unflatten(2, (2, 3)), straight.rollout["done"]
+        going_on = ~done[:, :-1]
+        assert torch.equal(frames[:, 1:, 0][going_on], frames[:, :-1, 1][going_on])
 
 
 def test_a_checkpoint_from_before_named_observations_is_refused_for_resuming(tmp_path):
