@@ -33,6 +33,12 @@ episodes of 1,000 steps; computed on the meta device) against the raw observatio
 explicit uint8 layout and a naive float32 `obs` + `next_obs` one, all with the scalars; and
 `add_rollout` / `sample(256)` timings of both buffers at 20k transitions (env 0 truncated at
 every add, as above: 1 in 16 sampled transitions has a kept-apart final to copy).
+
+`--frame-stack K` (K > 1) adds the same camera observation seen as K stacked frames
+(`env.frame_stack`: image uint8 [3K, 84, 84]): bytes per stored transition of the store-once
+buffer, which keeps the newest frame of each row and rebuilds the stacks when sampling,
+and of the explicit layout, against the single frame's raw observation; and the store-once
+buffer's `add_rollout` / `sample(256)` timings and `sample`'s steady-state allocations.
 """
 
 from __future__ import annotations
@@ -77,12 +83,33 @@ def rollout_of(num_envs: int, spec: ObsSpec | None = None) -> TensorDict:
 
 
 def stream_buffer(
-    capacity: int, num_envs: int, spec: ObsSpec | None = None, device: str = "cpu"
+    capacity: int,
+    num_envs: int,
+    spec: ObsSpec | None = None,
+    device: str = "cpu",
+    frame_stack: int = 1,
 ) -> StreamReplayBuffer:
     return StreamReplayBuffer(
         capacity, spec or as_spec(OBS_DIM), (ACTION_DIM,), torch.float32, device,
         torch.Generator().manual_seed(0), num_envs=num_envs, max_episode_steps=EPISODE_STEPS,
+        frame_stack=frame_stack,
     )  # fmt: skip
+
+
+def stacked_spec(frames: int) -> dict[str, ObsEntry]:
+    """`IMAGE_SPEC` with its image seen as `frames` stacked frames."""
+    image = IMAGE_SPEC["image"]
+    return IMAGE_SPEC | {"image": ObsEntry((3 * frames, *image.shape[1:]), torch.uint8)}
+
+
+def stacked_rollout(frames: int) -> TensorDict:
+    """`rollout_of` the stacked camera observation, each stack one frame repeated (a static
+    scene): its first observation is its last, as a collector's would be."""
+    rollout = rollout_of(IMAGE_ENVS, stacked_spec(frames))
+    for key in (OBS, FINAL_OBS):
+        image = rollout[key]["image"].unflatten(2, (frames, 3))
+        image.copy_(image[:, :, -1:].expand_as(image).clone())
+    return rollout
 
 
 def explicit_buffer(
@@ -164,8 +191,9 @@ def fill_rollouts(buffer: ReplayBuffer | StreamReplayBuffer, rollout: TensorDict
         buffer.add_rollout(rollout)
 
 
-def image_bytes() -> list[dict[str, Any]]:
-    """Bytes per stored transition of a camera observation, per layout (meta device)."""
+def image_bytes(frame_stack: int = 1) -> list[dict[str, Any]]:
+    """Bytes per stored transition of a camera observation, per layout (meta device); with
+    `frame_stack` > 1, also of it seen as that many stacked frames."""
     raw = sum(entry.nbytes for entry in IMAGE_SPEC.values())
     scalars = 4 * ACTION_DIM + 4 + 1 + 1  # action, reward, terminated, truncated
     floats = 2 * sum(4 * entry.nbytes // entry.dtype.itemsize for entry in IMAGE_SPEC.values())
@@ -177,30 +205,51 @@ def image_bytes() -> list[dict[str, Any]]:
         ("ReplayBuffer (uint8 obs + next_obs)", explicit.nominal_bytes / IMAGE_CAPACITY),
         ("naive float32 obs + next_obs", floats + scalars),
     ]
+    if frame_stack > 1:
+        spec, k = stacked_spec(frame_stack), frame_stack
+        once = stream_buffer(IMAGE_CAPACITY, IMAGE_ENVS, spec, device="meta", frame_stack=k)
+        explicit = explicit_buffer(IMAGE_CAPACITY, spec, device="meta")
+        layouts += [
+            (f"StreamReplayBuffer, {k} frames stacked", once.nominal_bytes / once.capacity),
+            (f"ReplayBuffer, {k} frames stacked", explicit.nominal_bytes / IMAGE_CAPACITY),
+        ]
     return [
         {"layout": name, "bytes": value, "ratio": value / (raw + scalars)}
         for name, value in layouts
     ]
 
 
-def image_timings(reps: int) -> dict[str, float]:
-    """Median us per `add_rollout` (N = 16 x 1 step) and `sample(256)`, both layouts."""
+def image_timings(reps: int, frame_stack: int = 1) -> dict[str, float]:
+    """Median us per `add_rollout` (N = 16 x 1 step) and `sample(256)`, both layouts (and
+    the store-once one of `frame_stack` stacked frames, if above 1)."""
     rollout = rollout_of(IMAGE_ENVS, IMAGE_SPEC)
     calls: dict[str, Callable[[], object]] = {}
+    once = stream_buffer(IMAGE_TIMED_CAPACITY, IMAGE_ENVS, IMAGE_SPEC)
     buffers = {
-        "StreamReplayBuffer": stream_buffer(IMAGE_TIMED_CAPACITY, IMAGE_ENVS, IMAGE_SPEC),
-        "ReplayBuffer": explicit_buffer(IMAGE_TIMED_CAPACITY, IMAGE_SPEC),
+        "StreamReplayBuffer": (once, rollout),
+        "ReplayBuffer": (explicit_buffer(IMAGE_TIMED_CAPACITY, IMAGE_SPEC), rollout),
     }
-    for name, buffer in buffers.items():
+    if frame_stack > 1:
+        spec, k = stacked_spec(frame_stack), frame_stack
+        stacked = stream_buffer(IMAGE_TIMED_CAPACITY, IMAGE_ENVS, spec, frame_stack=k)
+        buffers[f"StreamReplayBuffer ({k} frames)"] = (stacked, stacked_rollout(k))
+    for name, (buffer, added) in buffers.items():
         while len(buffer) < buffer.capacity:
-            buffer.add_rollout(rollout)
-        calls[f"{name}.add_rollout"] = lambda b=buffer: b.add_rollout(rollout)
+            buffer.add_rollout(added)
+        calls[f"{name}.add_rollout"] = lambda b=buffer, r=added: b.add_rollout(r)
         calls[f"{name}.sample({BATCH})"] = lambda b=buffer: b.sample(BATCH)
+    if frame_stack > 1:
+        sample = calls[f"StreamReplayBuffer ({frame_stack} frames).sample({BATCH})"]
+        sample()  # warm-up: the first sample of a size allocates its batch
+        print(f"stacked sample({BATCH}): {allocated_bytes(sample):,d} B allocated / {CALLS} calls")
     return {name: t.median_s * 1e6 for name, t in time_interleaved(calls, reps).items()}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument(
+        "--frame-stack", type=int, default=1, help="also camera frames stacked this many deep"
+    )
     args = parser.parse_args(argv)
     meta = setup(args, "replay buffer: allocations, memory, timings, image bytes")
     check_method()
@@ -261,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{figures['growth'] / figures['nominal']:.3f} (target <= 1.1)"
         )
 
-    layouts = image_bytes()
+    layouts = image_bytes(args.frame_stack)
     print(
         f"\ncamera observation {', '.join(f'{k} {e.describe()}' for k, e in IMAGE_SPEC.items())}"
         f", action {ACTION_DIM}; {IMAGE_ENVS} envs, episodes of {EPISODE_STEPS} steps, "
@@ -275,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
             ("ratio", "x raw + scalars", ".3f"),
         ],
     )
-    image_us = image_timings(args.reps)
+    image_us = image_timings(args.reps, args.frame_stack)
     print(
         f"\nat {IMAGE_TIMED_CAPACITY:,d} transitions, N = {IMAGE_ENVS} envs x 1 step per add, "
         "env 0 truncated at every add:"
