@@ -84,7 +84,7 @@ from pipelines.params import (
 )
 from pipelines.progress import Progress
 from pipelines.train import run_training
-from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
+from rlcore.checkpoint import CheckpointError, config_hashes, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env
 from rlcore.errors import NonFiniteError
@@ -498,7 +498,7 @@ def _resume_point(
         try:
             state = load_checkpoint(path)
             progress = state[TRIAL_PROGRESS]
-            if state["config_hash"] != config_hash(_seed_config(cfg, progress["seed_index"])):
+            if state["config_hash"] not in config_hashes(_seed_config(cfg, progress["seed_index"])):
                 raise CheckpointError("it was written by another configuration")
         except (CheckpointError, KeyError) as exc:
             if note is not None:

@@ -17,9 +17,46 @@ from rlcore.errors import CheckpointError
 
 def config_hash(config: Any) -> str:
     """Stable short hash of a (dataclass) configuration, stored with each checkpoint."""
-    payload = asdict(config) if is_dataclass(config) else config
+    return _hash(asdict(config) if is_dataclass(config) else config)
+
+
+def _hash(payload: Any) -> str:
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# Configuration fields added since checkpoints were first written, by the release that added
+# them, newest first: (section, field) -> default. A checkpoint written before a field
+# existed was hashed without it, and a configuration that leaves the field at its default
+# means what that checkpoint's did.
+_ADDED_FIELDS: tuple[dict[tuple[str, str], Any], ...] = (
+    {("env", "frame_stack"): 1},  # frame stacking
+    {  # named observation entries
+        ("policy", "actor_obs"): None,
+        ("policy", "critic_obs"): None,
+        ("policy", "encoders"): {},
+        ("policy", "image_features"): 256,
+        ("policy", "share_image_encoder"): False,
+        ("algo", "random_shift"): 0,
+    },
+)
+
+
+def config_hashes(config: Any) -> tuple[str, ...]:
+    """The hashes a checkpoint of `config` may carry: this release's (`config_hash`) first,
+    then an earlier release's where every field added since is at its default."""
+    payload = asdict(config) if is_dataclass(config) else config
+    hashes = [_hash(payload)]
+    older = json.loads(json.dumps(payload, default=str))  # a deep copy
+    for added in _ADDED_FIELDS:
+        for (section, name), default in added.items():
+            fields = older.get(section)
+            if isinstance(fields, dict) and name in fields:
+                if fields[name] != json.loads(json.dumps(default)):
+                    return tuple(hashes)  # no older release wrote this configuration
+                del fields[name]
+        hashes.append(_hash(older))
+    return tuple(hashes)
 
 
 # The process's umask (read once: reading it means setting it). Checkpoints get the mode

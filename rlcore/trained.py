@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from rlcore.algos.registry import algorithm_spec
-from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint
+from rlcore.checkpoint import CheckpointError, config_hash, config_hashes, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import BatchedEnv, make_env
 from rlcore.policies import Actor
@@ -35,7 +35,7 @@ def load_trained_policy(
     device = torch.device(device or cfg.env.device)
     state = load_checkpoint(path, map_location=device)
     expected = config_hash(cfg)
-    if state["config_hash"] != expected:
+    if state["config_hash"] not in config_hashes(cfg):
         raise CheckpointError(
             f"checkpoint {path} was written by a different configuration (hash "
             f"{state['config_hash']}, expected {expected}): retrain with this configuration"

@@ -14,7 +14,13 @@ import torch
 from rlcore.algos.base import Algorithm, AlgorithmContext, NonFiniteError
 from rlcore.algos.compile import check_compile_available
 from rlcore.algos.registry import algorithm_spec
-from rlcore.checkpoint import CheckpointError, config_hash, load_checkpoint, save_checkpoint
+from rlcore.checkpoint import (
+    CheckpointError,
+    config_hash,
+    config_hashes,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rlcore.collector import SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.distributed import Distributed
@@ -317,7 +323,7 @@ class Trainer:
                 "but the run cannot continue from it: use a new run directory"
             )
         expected = config_hash(self.cfg)
-        if state["config_hash"] != expected:
+        if state["config_hash"] not in config_hashes(self.cfg):
             raise CheckpointError(
                 f"checkpoint {path} was written by a different configuration "
                 f"(hash {state['config_hash']}, this run {expected}); use a new run directory"
