@@ -54,10 +54,17 @@ class SpatialKeypoints(nn.Module):
             torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij"
         )
         self.register_buffer("grid", torch.stack((xs.reshape(-1), ys.reshape(-1)), 1))
+        self.log_temperature = nn.Parameter(torch.full((features // 2, 1), math.log(3.0)))
 
     def forward(self, maps: torch.Tensor) -> torch.Tensor:
-        attention = self.keypoints(maps).flatten(2).softmax(-1)  # [B, K, H * W]
-        return (attention @ self.grid).flatten(1)  # [B, 2K]: (x, y) per keypoint
+        logits = self.keypoints(maps).flatten(2)  # [B, K, H * W]
+        # Standardised over the map, then sharpened by a learned temperature: raw logits of
+        # a freshly initialised conv vary by ~0.05 over a mostly uniform table, so the
+        # softmax was near uniform, every keypoint sat at the centre (std ~0.001 over
+        # images) and the actor saw almost nothing of the camera.
+        var, mean = torch.var_mean(logits, -1, correction=0, keepdim=True)
+        logits = (logits - mean) * (var + 1e-5).rsqrt() * self.log_temperature.exp()
+        return (logits.softmax(-1) @ self.grid).flatten(1)  # [B, 2K]: (x, y) per keypoint
 
 
 def _orthogonal(layer: nn.Conv2d | nn.Linear, gain: float) -> nn.Conv2d | nn.Linear:

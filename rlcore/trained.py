@@ -42,7 +42,14 @@ def load_trained_policy(
         )
     # The policy the algorithm trains (PPO's critic is loaded with the actor and not used).
     policy = build_policy(cfg, env if env is not None else make_env(cfg.env, num_envs=1))
-    policy.load_state_dict(state["policy"])
+    try:
+        policy.load_state_dict(state["policy"])
+    except RuntimeError as exc:  # e.g. a layer an earlier release's encoder did not have
+        first = str(exc).splitlines()[0].rstrip(":. ")
+        raise CheckpointError(
+            f"checkpoint {path} does not fit this release's policy ({first}): retrain with "
+            f"this configuration"
+        ) from None
     broken = [name for name, value in state["policy"].items() if not value.isfinite().all()]
     if broken:
         raise CheckpointError(

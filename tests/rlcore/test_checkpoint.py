@@ -77,3 +77,17 @@ def test_a_policy_saved_by_an_earlier_release_loads(tmp_path: Path) -> None:
     other = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, seed=1))
     with pytest.raises(CheckpointError, match="different configuration"):
         load_trained_policy(other, path)
+
+
+def test_weights_that_do_not_fit_this_release_are_one_clear_error(tmp_path: Path) -> None:
+    cfg = ExperimentConfig(trainer=TrainerConfig(total_env_steps=64 * 16, num_steps=16))
+    trainer = Trainer(cfg)
+    path = tmp_path / "final.pt"
+    trainer.save(path)
+    state = load_checkpoint(path)
+    # As if written before the policy had this layer (an encoder's new parameter, say).
+    del state["policy"]["actor.0.weight"]
+    save_checkpoint(path, state)
+    with pytest.raises(CheckpointError, match="does not fit this release's policy") as err:
+        load_trained_policy(cfg, path)
+    assert "\n" not in str(err.value)

@@ -161,3 +161,22 @@ def test_spatial_keypoints_are_where_each_map_peaks():
     assert ImageEncoder((3, 32, 32), "spatial", 16)(
         torch.zeros(2, 3, 32, 32, dtype=torch.uint8)
     ).shape == (2, 16)
+
+
+def test_fresh_spatial_keypoints_move_with_the_scene():
+    """Before any training the keypoints of camera views must already differ between scenes:
+    on a mostly uniform table a fresh conv's raw logits vary by ~0.05, and the softmax over
+    them put every keypoint at the image centre (std ~0.001 over scenes), so the actor saw
+    nothing of the camera and its gradient had nothing to grow from."""
+    from rlcore.envs.push_cube_pixels import PushCubePixels
+
+    torch.manual_seed(0)
+    env = PushCubePixels(256, image_size=48)
+    scenes = env.reset(seed=0)
+    keypoints = ImageEncoder((3, 48, 48), "spatial", 32)(scenes["image"]).detach()
+    assert keypoints.std(0).median() > 0.1
+    # Some keypoint follows the goal (a large disc): |correlation| with its x above 0.5.
+    goal_x = scenes["privileged"][:, 6]
+    centred = (keypoints - keypoints.mean(0)) / keypoints.std(0)
+    corr = (centred * ((goal_x - goal_x.mean()) / goal_x.std()).unsqueeze(1)).mean(0)
+    assert corr.abs().max() > 0.5
