@@ -30,7 +30,11 @@ def _hash(payload: Any) -> str:
 # existed was hashed without it, and a configuration that leaves the field at its default
 # means what that checkpoint's did.
 _ADDED_FIELDS: tuple[dict[tuple[str, str], Any], ...] = (
-    {("env", "frame_stack"): 1},  # frame stacking
+    {  # frame stacking; the auxiliary prediction
+        ("env", "frame_stack"): 1,
+        ("policy", "aux_obs"): (),
+        ("policy", "aux_coef"): 1.0,
+    },
     {  # named observation entries
         ("policy", "actor_obs"): None,
         ("policy", "critic_obs"): None,

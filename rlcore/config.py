@@ -8,6 +8,7 @@ only act with a trained policy do not pay for the rollout machinery's imports.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,12 @@ class PolicyConfig:
     image encoder (`nature`, `drq`, `spatial`; `rlcore.encoders`); an entry not named gets
     `mlp` if it is a vector, else `nature` for images of at least 36x36 pixels and `drq`
     below.
+
+    `aux_obs`: vector entries (typically the privileged state) that the actor's image
+    features learn to predict, by a regression loss weighted `aux_coef` added to PPO's or
+    GRPO's: a policy gradient alone trains a camera encoder slowly, while where the cube
+    and the goal are is dense supervision the simulator gives for free. Training only; the
+    actor still reads only its own entries.
     """
 
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -124,6 +131,8 @@ class PolicyConfig:
     encoders: dict[str, str] = field(default_factory=dict)
     image_features: int = 256  # width of each image encoder's output
     share_image_encoder: bool = False  # actor and critic train one encoder per image entry
+    aux_obs: tuple[str, ...] = ()
+    aux_coef: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
@@ -145,6 +154,10 @@ class PolicyConfig:
                 )
         if self.image_features <= 0:
             raise ValueError(f"policy.image_features must be positive, got {self.image_features}")
+        if len(set(self.aux_obs)) != len(self.aux_obs):
+            raise ValueError(f"policy.aux_obs must name each entry once, got {list(self.aux_obs)}")
+        if not (self.aux_coef >= 0 and math.isfinite(self.aux_coef)):
+            raise ValueError(f"policy.aux_coef must be a finite number >= 0, got {self.aux_coef}")
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class EvalOutput(NamedTuple):
     log_prob: torch.Tensor
     entropy: torch.Tensor
     value: torch.Tensor | None
+    aux_loss: torch.Tensor | None = None  # `PolicyConfig.aux_obs`'s prediction loss
 
 
 class MLP(nn.Sequential):
@@ -166,10 +167,20 @@ class Actor(ReadsObservations):
         entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum().expand(out.shape[0])
         return log_prob, entropy
 
+    def _actor_and_aux(
+        self, x: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The actor's output for normalised entries `x`, and the auxiliary loss (if any)."""
+        if self.aux_head is None:
+            return self.actor(self.actor_reader(x)), None
+        features, images = self.actor_reader.read_with_images(x)
+        return self.actor(features), self.aux_loss(x, images)
+
     def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:
         """Log-probability and entropy of given actions, with gradients (the update)."""
-        log_prob, entropy = self._log_prob_entropy(self._actor_out(obs), action)
-        return EvalOutput(log_prob, entropy, None)
+        out, aux = self._actor_and_aux(self.inputs.normalized(obs))
+        log_prob, entropy = self._log_prob_entropy(out, action)
+        return EvalOutput(log_prob, entropy, None, aux)
 
 
 class ActorCritic(Actor):
@@ -201,8 +212,9 @@ class ActorCritic(Actor):
 
     def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:
         x = self.inputs.normalized(obs)
-        log_prob, entropy = self._log_prob_entropy(self.actor(self.actor_reader(x)), action)
-        return EvalOutput(log_prob, entropy, self.critic(self.critic_reader(x)).squeeze(-1))
+        out, aux = self._actor_and_aux(x)
+        log_prob, entropy = self._log_prob_entropy(out, action)
+        return EvalOutput(log_prob, entropy, self.critic(self.critic_reader(x)).squeeze(-1), aux)
 
 
 def make_policy(
@@ -232,6 +244,11 @@ def squashed_gaussian_policy(
     obs_spec: ObsSpec, action_space: spaces.Space, policy: PolicyConfig, cfg: object
 ) -> SquashedGaussianActor:
     """SAC's squashed Gaussian actor; it needs a bounded 1-D Box action space."""
+    if policy.aux_obs:
+        raise ConfigError(
+            f"policy.aux_obs {list(policy.aux_obs)}: SAC's critics train its image encoder, "
+            f"and this auxiliary loss is PPO's and GRPO's: drop aux_obs for sac"
+        )
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
         raise ConfigError(
             f"algorithm.name 'sac' needs a continuous (1-D Box) action space; this env's "

@@ -99,6 +99,23 @@ def encoder_kind(key: str, entry: ObsEntry, cfg: PolicyConfig) -> str:
     )
 
 
+def _aux_keys(spec: ObsSpec, cfg: PolicyConfig) -> tuple[str, ...]:
+    """The entries `policy.aux_obs` names: float vectors of this env (`ConfigError`, one
+    line naming the entry, otherwise)."""
+    for key in cfg.aux_obs:
+        if key not in spec:
+            raise ConfigError(
+                f"policy.aux_obs names {key!r}; this env's observation entries are "
+                f"{describe(spec)}: name some of those"
+            )
+        if not spec[key].is_vector:
+            raise ConfigError(
+                f"policy.aux_obs: entry {key!r} is {spec[key].describe()}; the actor's image "
+                f"features predict float vectors [D] (the privileged state, say)"
+            )
+    return tuple(cfg.aux_obs)
+
+
 def _check_keys(spec: ObsSpec, keys: Sequence[str], who: str) -> tuple[str, ...]:
     missing = [key for key in keys if key not in spec]
     if missing or not keys:
@@ -143,6 +160,25 @@ class ObservationReader(nn.Module):
                 features = enc(inputs[key])
                 parts.append(features.detach() if detach_images else features)
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+    def read_with_images(
+        self, inputs: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network's input, and its image entries' features alone (concatenated, in
+        order): what an auxiliary prediction (`PolicyConfig.aux_obs`) reads."""
+        parts, images = [], []
+        for key, enc in self._plan:
+            if enc is None:
+                parts.append(inputs[key])
+            else:
+                images.append(enc(inputs[key]))
+                parts.append(images[-1])
+        return torch.cat(parts, dim=-1), torch.cat(images, dim=-1)
+
+    @property
+    def image_features(self) -> int:
+        """Width of this network's image features (0: it reads no image)."""
+        return sum(enc.features for enc in self.encoders.values())
 
     def activation_bytes_per_sample(self) -> int:
         """The image encoders' share of a sample's activations (forward + backward)."""
@@ -203,6 +239,8 @@ class ReadsObservations(nn.Module):
             key: encoder_kind(key, spec[key], cfg)
             for key in dict.fromkeys(actor_keys + (critic_keys if with_critic else ()))
         }
+        aux_keys = _aux_keys(spec, cfg)
+        inputs = kinds | {key: "mlp" for key in aux_keys if key not in kinds}
 
         def image_encoders(keys: Sequence[str]) -> dict[str, nn.Module]:
             return {
@@ -212,14 +250,32 @@ class ReadsObservations(nn.Module):
             }
 
         actor_encoders = image_encoders(actor_keys)
-        self.inputs = ObservationInputs(spec, kinds, cfg.normalize_obs)
+        self.inputs = ObservationInputs(spec, inputs, cfg.normalize_obs)
         self.actor_reader = ObservationReader(spec, actor_keys, actor_encoders)
+        self.aux_keys, self.aux_coef = aux_keys, cfg.aux_coef
+        self.aux_head: nn.Linear | None = None
+        if aux_keys:
+            if not actor_encoders:
+                raise ConfigError(
+                    f"policy.aux_obs: {list(aux_keys)} are predicted from the actor's image "
+                    f"features, and the actor reads no image (policy.actor_obs "
+                    f"{list(actor_keys)}): name an image entry in actor_obs or drop aux_obs"
+                )
+            width = sum(spec[key].shape[0] for key in aux_keys)
+            self.aux_head = nn.Linear(self.actor_reader.image_features, width)
         self.critic_reader = None
         if with_critic:
             share = cfg.share_image_encoder if share_images is None else share_images
             shared = actor_encoders if share else {}
             fresh = image_encoders([k for k in critic_keys if k not in shared])
             self.critic_reader = ObservationReader(spec, critic_keys, shared | fresh)
+
+    def aux_loss(self, x: Mapping[str, torch.Tensor], images: torch.Tensor) -> torch.Tensor:
+        """Mean squared error of the `aux_obs` entries (as normalised) predicted from the
+        actor's image features `images`."""
+        assert self.aux_head is not None
+        target = torch.cat([x[key] for key in self.aux_keys], dim=-1)
+        return (self.aux_head(images) - target).square().mean()
 
     def image_encoders(self) -> list[nn.Module]:
         """Every image encoder of the policy, each once."""

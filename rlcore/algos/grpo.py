@@ -110,7 +110,7 @@ class GRPO:
         self.optimizer.begin_update()
         chunk = resolve_microbatch_size(cfg.microbatch_size, rollout, self.policy)
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, tv[MASK])
-        sums = torch.zeros(5, device=tv.device)
+        sums = torch.zeros(6, device=tv.device)
         num_batches = 0
         epochs = epoch_minibatches(
             tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator, where=tv[MASK]
@@ -121,10 +121,11 @@ class GRPO:
                 loss_fn = lambda rows, batch=batch: self._loss(minibatch_rows(batch, rows))  # noqa: E731
                 sums += self.optimizer.step(size, chunk, loss_fn, cfg.max_grad_norm)
                 num_batches += 1
-        # stats: [policy, entropy, approx_kl, clip_fraction, approx_ref_kl]
+        # stats: [policy, entropy, approx_kl, clip_fraction, approx_ref_kl, aux]
         means = (sums / max(num_batches, 1)).tolist()
         self.optimizer.end_update()
-        return {
+        aux = {"loss/aux": means[5]} if self.policy.aux_head is not None else {}
+        return aux | {
             "loss/policy": means[0],
             "loss/entropy": means[1],
             "stats/approx_kl": means[2],
@@ -183,9 +184,12 @@ class GRPO:
         loss = pg_loss - cfg.ent_coef * entropy
         if cfg.kl_coef > 0:
             loss = loss + cfg.kl_coef * ref_kl
+        aux = out.aux_loss if out.aux_loss is not None else torch.zeros_like(pg_loss)
+        if out.aux_loss is not None:
+            loss = loss + self.policy.aux_coef * aux
         with torch.no_grad():
             clip_frac = clip_fraction(ratio, cfg.clip_eps)
-            stats = torch.stack([pg_loss, entropy, approx_kl(ratio), clip_frac, ref_kl])
+            stats = torch.stack([pg_loss, entropy, approx_kl(ratio), clip_frac, ref_kl, aux])
         return loss, stats.detach()
 
     def state_dict(self) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class PPO:
         valid = tv.get(MASK, None)
         chunk = self.microbatch_size(rollout)
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, valid)
-        sums = torch.zeros(5, device=tv.device)
+        sums = torch.zeros(6, device=tv.device)
         num_batches, stop = 0, False
         epochs = epoch_minibatches(
             tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator,
@@ -126,7 +126,7 @@ class PPO:
         )  # fmt: skip
         for batches in epochs:
             for batch in batches:
-                # stats: [policy, value, entropy, approx_kl, clip_fraction]
+                # stats: [policy, value, entropy, approx_kl, clip_fraction, aux]
                 stats = self._step(batch, chunk)
                 sums += stats
                 num_batches += 1
@@ -139,22 +139,27 @@ class PPO:
         self.optimizer.end_update()
         if cfg.lr_schedule == "kl_adaptive":
             self._adapt_lr(means[3])
-        return {
-            "loss/policy": means[0],
-            "loss/value": means[1],
-            "loss/entropy": means[2],
-            "stats/approx_kl": means[3],
-            "stats/clip_fraction": means[4],
-            "stats/explained_variance": explained_variance(
-                tv[VALUE] if valid is None else tv[VALUE][valid],
-                tv[VALUE_TARGET] if valid is None else tv[VALUE_TARGET][valid],
-            ),
-            "train/lr": self.optimizer.lr,
-            "train/minibatches": float(num_batches),
-        } | (
-            {"stats/return_std": self.return_norm.return_std}
-            if self.return_norm is not None
-            else {}
+        aux = {"loss/aux": means[5]} if self.policy.aux_head is not None else {}
+        return (
+            aux
+            | {
+                "loss/policy": means[0],
+                "loss/value": means[1],
+                "loss/entropy": means[2],
+                "stats/approx_kl": means[3],
+                "stats/clip_fraction": means[4],
+                "stats/explained_variance": explained_variance(
+                    tv[VALUE] if valid is None else tv[VALUE][valid],
+                    tv[VALUE_TARGET] if valid is None else tv[VALUE_TARGET][valid],
+                ),
+                "train/lr": self.optimizer.lr,
+                "train/minibatches": float(num_batches),
+            }
+            | (
+                {"stats/return_std": self.return_norm.return_std}
+                if self.return_norm is not None
+                else {}
+            )
         )
 
     def _normalize_advantage(self, batch: Minibatch) -> Minibatch:
@@ -194,9 +199,12 @@ class PPO:
         v_loss = value_loss(out.value, old_value, value_target, cfg.clip_value_eps)
         entropy = out.entropy.mean()
         loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+        aux = out.aux_loss if out.aux_loss is not None else torch.zeros_like(pg_loss)
+        if out.aux_loss is not None:
+            loss = loss + self.policy.aux_coef * aux
         with torch.no_grad():
             clip_frac = clip_fraction(ratio, cfg.clip_eps)
-            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl(ratio), clip_frac])
+            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl(ratio), clip_frac, aux])
         return loss, stats.detach()
 
     def _adapt_lr(self, kl: float) -> None:

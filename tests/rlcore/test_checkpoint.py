@@ -22,7 +22,7 @@ from rlcore.presets import SAC_PRESETS
 from rlcore.trained import load_trained_policy
 from rlcore.trainer import Trainer
 
-FRAME_STACK = {"env": ["frame_stack"]}
+FRAME_STACK = {"env": ["frame_stack"], "policy": ["aux_obs", "aux_coef"]}
 NAMED_ENTRIES = {
     "policy": ["actor_obs", "critic_obs", "encoders", "image_features", "share_image_encoder"],
     "algo": ["random_shift"],

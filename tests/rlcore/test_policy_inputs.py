@@ -123,6 +123,23 @@ FLOAT_IMAGE = {"image": ObsEntry((3, 36, 36), torch.float32)}
             r"'image' is 3x20x20: encoder 'nature' needs images of at least 36x36",
         ),
         (
+            PolicyConfig(aux_obs=("goal",)),
+            SPEC,
+            r"policy\.aux_obs names 'goal'; this env's observation entries are image uint8",
+        ),
+        (
+            PolicyConfig(aux_obs=("image",)),
+            SPEC,
+            r"policy\.aux_obs: entry 'image' is uint8 \[3, 36, 36\]; the actor's image features "
+            r"predict float vectors",
+        ),
+        (
+            PolicyConfig(actor_obs=("proprio",), aux_obs=("privileged",)),
+            SPEC,
+            r"policy\.aux_obs: \['privileged'\] are predicted from the actor's image features, "
+            r"and the actor reads no image",
+        ),
+        (
             PolicyConfig(),
             FLOAT_IMAGE,
             r"entry 'image' is float32 \[3, 36, 36\]: policies read float vectors \[D\] and "
@@ -142,3 +159,36 @@ def test_small_images_get_the_encoder_whose_strides_fit_them():
     images = torch.zeros(2, 3, 16, 16, dtype=torch.uint8)
     assert policy.act(TensorDict({"image": images}, batch_size=[2])).action.shape == (2, 2)
     assert policy.actor_reader.encoders["image"].center == 0.5  # drq's
+
+
+def test_aux_obs_is_the_error_of_predicting_the_entries_from_the_actors_image_features():
+    """The auxiliary loss is the mean squared error of a linear head over the actor's image
+    features against the named entries as normalised, and its gradient trains the actor's
+    encoder (not the critic's)."""
+    cfg = PolicyConfig(normalize_obs=True, image_features=8, aux_obs=("privileged",))
+    policy = ActorCritic(SPEC, BOX, cfg)
+    obs = batch(6)
+    policy.inputs.merge(obs, lambda t: (t.shape[0], t.mean(0), t.var(0, unbiased=False)))
+    out = policy.evaluate(obs, torch.zeros(6, 2))
+    x = policy.normalize(obs)
+    features = policy.actor_reader.encoders["image"](obs["image"])
+    head = policy.aux_head
+    expected = (features @ head.weight.T + head.bias - x["privileged"]).square().mean()
+    assert torch.allclose(out.aux_loss, expected)
+    assert x["privileged"].abs().max() < 3 and not torch.allclose(
+        x["privileged"], obs["privileged"]
+    )
+    out.aux_loss.backward()
+    assert policy.actor_reader.encoders["image"].convs[0].weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in policy.critic_reader.parameters())
+    assert "privileged" not in policy.actor_keys
+    # Without aux_obs there is no head and no loss.
+    plain = ActorCritic(SPEC, BOX, PolicyConfig(image_features=8))
+    assert plain.aux_head is None and plain.evaluate(obs, torch.zeros(6, 2)).aux_loss is None
+
+
+def test_sac_refuses_aux_obs_in_one_line():
+    from rlcore.policies import squashed_gaussian_policy
+
+    with pytest.raises(ConfigError, match=r"policy\.aux_obs \['privileged'\]: SAC's critics"):
+        squashed_gaussian_policy(SPEC, BOX, PolicyConfig(aux_obs=("privileged",)), None)
