@@ -12,7 +12,11 @@ actor reads the camera image and the pusher's own state) until evaluation succes
 - `pixels-state-critic`: the critic reads the privileged simulator state (asymmetric);
 - `pixels-critic`: the critic reads what the actor reads (image and proprioception), with
   its own image encoder;
-- `state`: actor and critic read the privileged state (the ceiling: no camera at all).
+- `state`: actor and critic read the privileged state (the ceiling: no camera at all, so
+  no auxiliary prediction either).
+
+The camera variants keep the preset's `aux_obs: [privileged]` (the actor's image features
+learn to predict the privileged state).
 
 Reported per run: env steps and wall time (evaluation excluded) to success 0.9 (`-` if not
 reached), and the last evaluation's success and return; medians over seeds follow.
@@ -46,7 +50,7 @@ BASE = dataclasses.replace(
 VARIANTS: dict[str, dict[str, Any]] = {
     "pixels-state-critic": {"critic_obs": ("privileged",)},
     "pixels-critic": {"critic_obs": ("image", "proprio")},
-    "state": {"actor_obs": ("privileged",), "critic_obs": ("privileged",)},
+    "state": {"actor_obs": ("privileged",), "critic_obs": ("privileged",), "aux_obs": ()},
 }
 
 
