@@ -186,6 +186,9 @@ class VideoParams(_Section):
     fps: int = Field(50, ge=1, le=240)
     max_steps: int | None = Field(None, ge=1, description="default: the env's time limit")
     seed: int = Field(2_000_000, ge=0)
+    agent_view: bool = Field(
+        True, description="beside each scene, the camera images the actor reads (if any)"
+    )
 
 
 class CollectParams(_Section):

@@ -14,13 +14,14 @@ from pathlib import Path
 import imageio_ffmpeg
 import numpy as np
 import torch
+from tensordict import TensorDict
 
 from pipelines.files import OutputError, StagedOutputs, require, shown_output
 from pipelines.layout import Layout
 from pipelines.params import Params
 from pipelines.progress import Progress
 from rlcore.envs import make_env
-from rlcore.envs.base import StepSlot
+from rlcore.envs.base import BatchedEnv, StepSlot
 from rlcore.runtime import configure_cpu
 from rlcore.trained import build_policy, load_trained_policy
 
@@ -118,20 +119,47 @@ def tile(frames: torch.Tensor, columns: int) -> np.ndarray:
     """Lay `n` frames out on a grid with `columns` columns and a thin border.
 
     Shape:
-        frames: [n, S, S, 3] uint8 -> [H, W, 3] uint8 with H and W even (H.264 needs it)
+        frames: [n, S, W, 3] uint8 -> [H, W', 3] uint8 with H and W' even (H.264 needs it)
     """
-    n, size = frames.shape[0], frames.shape[1]
+    n, size, wide = frames.shape[0], frames.shape[1], frames.shape[2]
     columns = min(columns, n)
     rows = math.ceil(n / columns)
     height = rows * size + (rows + 1) * BORDER
-    width = columns * size + (columns + 1) * BORDER
+    width = columns * wide + (columns + 1) * BORDER
     grid = np.full((height + height % 2, width + width % 2, 3), BORDER_GRAY, dtype=np.uint8)
     cells = frames.cpu().numpy()
     for i in range(n):
         top = BORDER + (i // columns) * (size + BORDER)
-        left = BORDER + (i % columns) * (size + BORDER)
-        grid[top : top + size, left : left + size] = cells[i]
+        left = BORDER + (i % columns) * (wide + BORDER)
+        grid[top : top + size, left : left + wide] = cells[i]
     return grid
+
+
+def agent_view(images: list[torch.Tensor], size: int) -> torch.Tensor:
+    """What the actor sees, as `size` x `size` RGB frames side by side, one per image entry:
+    its newest frame (the last 3 channels of a stacked or RGB image, a gray one's last
+    channel repeated), scaled by nearest neighbour so that every camera pixel stays sharp.
+
+    Shape:
+        images: each [n, C, h, w] uint8 -> [n, size, size * len(images), 3] uint8
+    """
+    views = []
+    for image in images:
+        rgb = image[:, -3:] if image.shape[1] % 3 == 0 else image[:, -1:].expand(-1, 3, -1, -1)
+        scaled = torch.nn.functional.interpolate(rgb.float(), size=(size, size), mode="nearest")
+        views.append(scaled.to(torch.uint8).permute(0, 2, 3, 1))
+    return torch.cat(views, dim=2)
+
+
+def _scenes(
+    env: BatchedEnv, obs: TensorDict, keys: list[str], ids: torch.Tensor | None, size: int
+) -> torch.Tensor:
+    """The scene of each instance (all, or `ids`), with the actor's view beside it."""
+    scene = env.render(ids, size=size)
+    if not keys:
+        return scene
+    images = [obs[key] if ids is None else obs[key][ids] for key in keys]
+    return torch.cat([scene, agent_view(images, size).to(scene.device)], dim=2)
 
 
 @torch.inference_mode()
@@ -139,7 +167,8 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     """Write `outputs/video/episodes.mp4` (and `metrics/video.json`) of the policy trained
     on the first of `seeds`.
 
-    An ended episode stays on its last frame, dimmed, until all have ended.
+    An ended episode stays on its last frame, dimmed, until all have ended. With
+    `video.agent_view`, what the actor reads of a camera is shown beside each scene.
     """
     layout = (layout or Layout()).for_seed(params.seeds[0])
     configure_cpu(params.runtime.threads)
@@ -154,7 +183,8 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
     obs = env.reset(seed=vp.seed)
     slot = StepSlot.allocate(env.num_envs, env.obs_spec, env.device, env.has_success)
     running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
-    shown = env.render(size=vp.frame_size)
+    seen = [k for k in policy.actor_keys if env.obs_spec[k].is_image] if vp.agent_view else []
+    shown = _scenes(env, obs, seen, None, vp.frame_size)
     print(f"[video] {vp.episodes} episodes of {cfg.env.name}, up to {max_steps} steps", flush=True)
     start, frames = time.perf_counter(), 0
     progress = Progress("video", max_steps + 1, "frames")  # at most; all ended stops sooner
@@ -172,7 +202,7 @@ def record(params: Params, layout: Layout | None = None) -> dict[str, float]:
                 if not running.any():
                     break
                 live = running.nonzero().squeeze(1)
-                shown[live] = env.render(live, size=vp.frame_size)
+                shown[live] = _scenes(env, obs, seen, live, vp.frame_size)
                 progress.update(frames)
             writer.write(tile(shown, vp.columns))
             frames += 1

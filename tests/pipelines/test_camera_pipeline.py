@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import imageio.v3 as iio
 import pytest
 import yaml
 
@@ -48,7 +49,9 @@ def test_a_camera_task_runs_through_every_stage(tmp_path, git_dvc_env):
     run([sys.executable, "-m", "dvc", "repro"], tmp_path, git_dvc_env)
     evaluation = json.loads((tmp_path / "metrics" / "seeds" / "0" / "eval.json").read_text())
     assert evaluation["episodes"] == 4 and "success_rate" in evaluation
-    assert (tmp_path / "outputs" / "video" / "episodes.mp4").stat().st_size > 0
+    # Each of the 2 episodes is its 32x32 scene with the actor's camera beside it: 2 x 32 wide.
+    frames = iio.imread(tmp_path / "outputs" / "video" / "episodes.mp4")
+    assert frames.shape[1:] == (32 + 2 * 2, 2 * (2 * 32) + 3 * 2, 3)
     assert "push_cube_pixels" in (tmp_path / "reports" / "run" / "report.md").read_text()
 
     run([sys.executable, "-m", "pipelines", "collect"], tmp_path, git_dvc_env)

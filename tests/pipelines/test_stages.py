@@ -270,3 +270,19 @@ def test_the_curve_shows_success_where_the_env_reports_it():
         "return"
     )
     assert _curve_metric([SeedRun(0, curve=push_cube)]) == ("eval_success_rate", "success rate")
+
+
+def test_agent_view_shows_the_actors_newest_frame_beside_the_scene():
+    """Each camera image the actor reads is scaled to the frame size by nearest neighbour:
+    every camera pixel becomes a sharp block; a stacked image shows its newest frame, a
+    gray one in gray."""
+    from pipelines.video import agent_view
+
+    rgb = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    stacked = torch.cat([torch.zeros_like(rgb), rgb], dim=1)  # 2 frames: the newest last
+    gray = torch.randint(0, 256, (2, 1, 4, 4), dtype=torch.uint8)
+    view = agent_view([stacked, gray], size=8)
+    assert view.shape == (2, 8, 16, 3)
+    assert torch.equal(view[:, ::2, 0:8:2], rgb.permute(0, 2, 3, 1))
+    assert torch.equal(view[:, 1::2, 1:8:2], rgb.permute(0, 2, 3, 1))
+    assert torch.equal(view[:, ::2, 8::2], gray[:, 0, :, :, None].expand(-1, -1, -1, 3))
