@@ -41,7 +41,7 @@ test: .venv/ready
 
 # Refresh constraints.txt: the newest releases pyproject.toml allows (all extras but the
 # CUDA one), resolved in a throwaway venv. Then `make test` and re-run what you cite.
-LOCK_EXTRAS := dev,bench,cmaes,postgres,dashboard,classic-control,mujoco
+LOCK_EXTRAS := dev,bench,cmaes,postgres,dashboard,classic-control,mujoco,mujoco-warp
 lock:
 	rm -rf .venv-lock
 	python3 -m venv .venv-lock

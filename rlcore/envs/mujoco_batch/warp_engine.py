@@ -43,6 +43,14 @@ from rlcore.envs.mujoco_batch.ops import TorchOps
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 
 
+def _quiet_warp() -> None:
+    """Keep Warp's "Module ... load on device" lines (one per kernel, hundreds per run) out
+    of the stage's log: they are info, under Warp's default threshold (`config.log_level`,
+    `LOG_INFO`); a threshold the user lowered for detail (`LOG_DEBUG`) is kept."""
+    if wp.config.log_level == wp.LOG_INFO:
+        wp.config.log_level = wp.LOG_WARNING
+
+
 class WarpEngine(Engine):
     """N worlds of one model in MuJoCo Warp, on a CUDA device (or Warp's CPU device)."""
 
@@ -68,10 +76,7 @@ class WarpEngine(Engine):
             device = torch.device("cuda", torch.cuda.current_device())
         if device.type not in ("cuda", "cpu"):
             raise ValueError(f"WarpEngine runs on cuda or cpu, not {device}")
-        # Warp prints a "Module ... load on device" line per kernel (hundreds per run) into
-        # the stage's log unless quiet; its own `wp.config.verbose` still turns detail on.
-        if not wp.config.verbose:
-            wp.config.quiet = True
+        _quiet_warp()
         wp.init()
         self.model = model
         self.num_envs = num_envs

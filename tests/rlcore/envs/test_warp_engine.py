@@ -20,7 +20,7 @@ import warp as wp
 from rlcore.envs.mujoco_batch.engine import with_contact_forces
 from rlcore.envs.mujoco_batch.warp_engine import WarpEngine
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no per-kernel module-load lines in the test log
 CPU = torch.device("cpu")
 N = 4
 INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -175,16 +175,17 @@ def test_native_env_on_warp_follows_the_batch_engine():
     cpu.reset(seed=0)
     warp.load_state_dict(cpu.state_dict())
     gen = torch.Generator().manual_seed(0)
-    a = StepSlot.allocate(4, cpu.obs_dim, cpu.device, False)
-    b = StepSlot.allocate(4, warp.obs_dim, warp.device, False)
+    a = StepSlot.allocate(4, cpu.obs_spec, cpu.device, False)
+    b = StepSlot.allocate(4, warp.obs_spec, warp.device, False)
     for _ in range(10):
         action = torch.rand(4, cpu.action_dim, generator=gen) * 2 - 1
         cpu.step(action, a)
         warp.step(action, b)
         # positions to float32 rounding; velocities (and the reward, a velocity) drift more
         # through the float32 contact solver (measured: <= 1e-2 after 10 random steps)
-        torch.testing.assert_close(b.next_obs[:, :8], a.next_obs[:, :8], rtol=0, atol=2e-3)
-        torch.testing.assert_close(b.next_obs[:, 8:], a.next_obs[:, 8:], rtol=0, atol=5e-2)
+        got, want = b.next_obs["state"], a.next_obs["state"]
+        torch.testing.assert_close(got[:, :8], want[:, :8], rtol=0, atol=2e-3)
+        torch.testing.assert_close(got[:, 8:], want[:, 8:], rtol=0, atol=5e-2)
         torch.testing.assert_close(b.reward, a.reward, rtol=0, atol=5e-2)
-    obs = warp.reset(seed=1, group_size=2)
+    obs = warp.reset(seed=1, group_size=2)["state"]
     assert torch.equal(obs[1], obs[0]) and not torch.equal(obs[2], obs[0])
