@@ -254,6 +254,10 @@ def summary_json(seeds: Sequence[SeedRun]) -> dict[str, float]:
     return out
 
 
+# What a figure says of seeds that ended sooner (`band`).
+CARRIED = "a seed that stopped early holds its last value"
+
+
 @dataclass(frozen=True)
 class Band:
     """A learning curve over seeds: the mean and the range (min to max) at each x."""
@@ -269,9 +273,10 @@ def band(curves: Sequence[list[dict[str, float]]], x_key: str, y_key: str) -> Ba
     """Seeds' curves on the union of their x values, each interpolated within its own range.
 
     The band starts where every seed has started (with x = wall time, seeds' first points
-    differ; a mean of whichever seed came first would be a spike). Seeds that stopped early
-    (a reached target) simply end there: past its last point a seed no longer counts towards
-    the mean or the range.
+    differ; a mean of whichever seed came first would be a spike). A seed that ended sooner
+    (it reached its stop target, or its run was faster) holds its last value to the end:
+    its result stands, and a mean over only the seeds still running would jump where one
+    stops while the legend still counts every seed (`CARRIED`).
     """
     points = []
     for rows in curves:
@@ -291,6 +296,7 @@ def band(curves: Sequence[list[dict[str, float]]], x_key: str, y_key: str) -> Ba
     for i, p in enumerate(points):
         inside = (x >= p[0, 0]) & (x <= p[-1, 0])
         ys[i, inside] = np.interp(x[inside], p[:, 0], p[:, 1])
+        ys[i, x > p[-1, 0]] = p[-1, 1]
     return Band(
         x=x,
         mean=np.nanmean(ys, axis=0),

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.aggregate import (
+    CARRIED,
     FINAL_METRICS,
     Band,
     FinalMetric,
@@ -239,7 +240,7 @@ def render_markdown(page: Page, layout: Layout) -> str:
         "",
         "## Learning curves",
         "",
-        "Each run's mean over its seeds; the band spans its seeds (min to max).",
+        f"Each run's mean over its seeds; the band spans its seeds (min to max); {CARRIED}.",
         "",
     ]
     for figure, path in page.figures:
@@ -317,7 +318,7 @@ seeds. {
     }</p>
 {"".join(table)}
 <h2>Learning curves</h2>
-<p>Each run's mean over its seeds; the band spans its seeds (min to max).</p>
+<p>Each run's mean over its seeds; the band spans its seeds (min to max); {CARRIED}.</p>
 {"".join(figures)}
 <h2>Videos and searches</h2>
 <ul>{"".join(media)}</ul>

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.aggregate import Band
+from pipelines.aggregate import CARRIED, Band
 from pipelines.files import atomic_path
 
 FIGURE_INCHES = (8.0, 4.5)
@@ -36,7 +36,9 @@ def plot_bands(
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     if series:
-        ax.legend(loc="best", fontsize="small")
+        legend = ax.legend(loc="best", fontsize="small")
+        if any(curve.seeds > 1 for _, curve in series):
+            legend.set_title(f"mean, min-max of seeds; {CARRIED}", prop={"size": "x-small"})
     else:
         ax.text(0.5, 0.5, "no curves to show", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()

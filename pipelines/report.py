@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipelines.aggregate import (
+    CARRIED,
     FINAL_METRICS,
     SeedRun,
     band,
@@ -112,7 +113,7 @@ used in training): return **{ret.format(".2f")}** {over}.{success_line}
 ![learning curve]({layout.curve_png.name})
 
 Evaluation {_curve_metric(seeds)[1]} during training: the line is the mean over seeds, the band
-their range.
+their range; {CARRIED}.
 
 ## Video
 

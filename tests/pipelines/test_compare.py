@@ -204,15 +204,16 @@ def test_param_differences_treat_missing_keys_and_lists_as_values():
     assert differing_params([Fake(p) for p in searched]) == ["a.d"]
 
 
-def test_band_starts_where_every_seed_has_started_and_drops_seeds_that_ended():
+def test_band_starts_where_every_seed_has_started_and_holds_seeds_that_ended():
     from pipelines.aggregate import band
 
     seed_a = [{"t": 1.0, "r": 10.0}, {"t": 3.0, "r": 30.0}, {"t": 5.0, "r": 50.0}]
     seed_b = [{"t": 2.0, "r": 0.0}, {"t": 4.0, "r": 20.0}]  # stopped early
     curve = band([seed_a, seed_b], "t", "r")
     assert curve.x.tolist() == [2.0, 3.0, 4.0, 5.0]
-    # at t=2: a interpolates to 20, b is 0; at t=5 only a is left
-    assert curve.mean.tolist() == [10.0, 20.0, 30.0, 50.0]
-    assert curve.low.tolist() == [0.0, 10.0, 20.0, 50.0]
+    # at t=2: a interpolates to 20, b is 0; at t=5, b still counts with its last value, 20
+    # (the mean of the seeds still running, a's 50 alone, jumped there)
+    assert curve.mean.tolist() == [10.0, 20.0, 30.0, 35.0]
+    assert curve.low.tolist() == [0.0, 10.0, 20.0, 20.0]
     assert curve.high.tolist() == [20.0, 30.0, 40.0, 50.0]
     assert curve.seeds == 2
