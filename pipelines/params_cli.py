@@ -1,6 +1,8 @@
 """`python -m pipelines params [--show]`: check params.yaml, and show what a run will use.
 
-Checks the file exactly as every stage does (one line per problem, exit code 2) and says
+Checks the file exactly as every stage does (one line per problem, exit code 2), builds what
+`train` builds before it trains (the env, one instance, and the policy: the same one-line
+refusals, such as SAC on discrete actions or a CUDA device on a machine without one), and says
 in one line what it trains and where the keys it leaves out come from (`preset`). What only
 the search refuses (a `search.space` written for another algorithm than the chosen one) is
 a `note:` line, exit code 0: the experiment's stages never read `search`. `--show`
@@ -60,6 +62,14 @@ def params_main(argv: list[str]) -> int:
     except ParamsError as exc:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
+        return 2
+    from rlcore.errors import ConfigError, MissingExtraError
+    from rlcore.trained import check_experiment
+
+    try:  # what `train` builds before it trains: its refusals are refused here
+        check_experiment(params.experiment(seed=params.seeds[0]))
+    except (ConfigError, MissingExtraError) as exc:
+        print(f"error: {args.params}: {exc}", file=sys.stderr)
         return 2
     try:
         load_params(args.params)

@@ -20,6 +20,18 @@ def build_policy(cfg: ExperimentConfig, env: BatchedEnv) -> Actor:
     return make_policy(env.obs_spec, env.action_space, cfg.policy, cfg.algo)
 
 
+def check_experiment(cfg: ExperimentConfig) -> None:
+    """Build what a run builds first, its env (one instance) and its policy, then let them
+    go: whatever a run would refuse there (an unusable `env.device`, an action space no
+    policy takes, SAC on discrete actions, an observation entry an encoder cannot read)
+    raises the same `ConfigError` here, so `params` refuses what `train` refuses."""
+    env = make_env(cfg.env, num_envs=1)
+    try:
+        build_policy(cfg, env)
+    finally:
+        env.close()
+
+
 def load_trained_policy(
     cfg: ExperimentConfig,
     path: str | Path,

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipelines.__main__ import main
@@ -70,3 +71,35 @@ def test_a_search_space_for_another_algorithm_stops_only_the_search(tmp_path, ca
     assert main(["search", "--params", str(path)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"error: {path}: {line}"]
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        (
+            "env: {name: cartpole}\nalgorithm: {name: sac}\n",
+            "algorithm.name 'sac' needs a continuous (1-D Box) action space",
+        ),
+        (
+            "env: {name: push_cube_pixels, options: {image_size: 16}}\n"
+            "policy: {encoders: {image: nature}}\n",
+            "encoder 'nature' needs images of at least 36x36",
+        ),
+        (
+            "env: {name: cartpole, frame_stack: 2}\n",
+            "env.frame_stack: 2 stacks camera images",
+        ),
+    ],
+    ids=["sac-on-discrete", "image-too-small", "frame-stack-without-images"],
+)
+def test_what_train_refuses_params_refuses_with_the_same_line(tmp_path, capsys, text, refusal):
+    """One validation path: `params` builds what `train` builds before training."""
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    assert main(["params", "--params", str(path)]) == 2
+    params_err = capsys.readouterr().err.strip()
+    assert params_err.startswith(f"error: {path}: ") and refusal in params_err
+    assert len(params_err.splitlines()) == 1
+    assert main(["train", "--params", str(path)]) == 1
+    train_err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert train_err.removeprefix("error: train: ") == params_err.removeprefix(f"error: {path}: ")
