@@ -37,9 +37,14 @@ def evaluate(params: Params, layout: Layout | None = None) -> dict[str, float]:
         flush=True,
     )
     start = time.perf_counter()
-    progress = Progress("evaluate", ev.episodes, "episodes")
+    # Paced in steps: the episodes run side by side and mostly end together at the end.
+    progress = Progress("evaluate", env.max_episode_steps, "steps")
+
+    def show(steps: int, finished: int) -> None:
+        progress.update(steps, episodes=f"{finished}/{ev.episodes}")
+
     try:
-        episodes = run_episodes(policy, env, seed=ev.seed, progress=progress.update)
+        episodes = run_episodes(policy, env, seed=ev.seed, progress=show)
     finally:
         progress.close()
     returns = episodes.returns

@@ -47,12 +47,14 @@ def run_episodes(
     policy: Actor,
     env: BatchedEnv,
     seed: int,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Episodes:
     """One deterministic (mode-action) episode in each of the env's N instances.
 
     Raises `NonFiniteError` if any return is NaN or infinite: a score that cannot be right
-    is never reported. `progress` is told how many episodes have finished, every 8 steps.
+    is never reported. `progress(steps, finished)` is told, every 8 steps, how many steps
+    the episodes have run (they run side by side, so most end together near the time
+    limit, and a count of finished ones alone gives no pace) and how many have finished.
     """
     n = env.num_envs
     obs = env.reset(seed=seed)
@@ -72,7 +74,7 @@ def run_episodes(
         if step % 8 == 7:  # a host sync: not every step
             still = int(running.sum())
             if progress is not None:
-                progress(n - still)  # episodes finished so far
+                progress(step + 1, n - still)
             if not still:
                 break
     bad = int((~returns.isfinite()).sum())
