@@ -15,6 +15,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import argparse
 import asyncio
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -116,5 +117,8 @@ def serve_main(argv: list[str] | None = None) -> int:
     deployment = build_deployment(project, schedule, args.interval_seconds)
     flow_name = "nightly" if schedule.flow == "regression" else "experiment"
     print(f"serving deployment '{flow_name}/{deployment.name}' for {project}: {when}", flush=True)
+    # A shell starts a background job (`serve &`) with SIGINT ignored, and Python leaves an
+    # ignored SIGINT ignored: neither Ctrl-C after `fg` nor `kill -INT` would stop it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     serve(deployment, print_starting_message=False)
     return 0

@@ -325,8 +325,13 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
     env = {**ENV, "PREFECT_API_URL": prefect_api_url, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     serve = "from pipelines.serve import serve_main; raise SystemExit(serve_main())"
     argv = [sys.executable, "-c", serve, "--project-dir", str(project), "--interval-seconds", "2"]
+    # Started as a shell starts a background job (`serve &`): with SIGINT ignored.
+    ignore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
     with (tmp_path / "serve.log").open("w") as log:
-        server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=ignore_sigint
+        )
+    stopped = False
     try:
         deployment = eventually(
             lambda: deployment_named(f"experiment/{project.name}"), timeout_s=240
@@ -349,10 +354,12 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
         server.send_signal(signal.SIGINT)
         try:
             server.wait(timeout=60)
+            stopped = True
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
     assert "serving deployment" in (tmp_path / "serve.log").read_text()
+    assert stopped, "serve ignored SIGINT"
 
 
 # The tiny stage script, plus a `search` stage (the other stages never run in this test).
