@@ -389,3 +389,30 @@ def choose_preset(name: str, env_name: str, algorithm: str) -> PresetChoice:
     return PresetChoice(
         f"{family} defaults (preset {source}'s settings, {algorithm})", table[source], True
     )
+
+
+def experiment_for(
+    env_name: str, algorithm: str = "ppo", preset: str = AUTO, seed: int = 0
+) -> ExperimentConfig:
+    """The experiment params.yaml's `preset` gives an env and algorithm and nothing else set:
+    for `auto`, the env's own preset, else its family's settings (without that preset's env
+    options and stop targets, which belong to its env), else the library's defaults; or the
+    preset `preset` names (`none`: the library's defaults). Training seed `seed`.
+
+    `Trainer(experiment_for("gymnasium:Hopper-v5", algorithm="sac"))` trains what
+    `python -m pipelines train` trains for that file. Raises ValueError for an unknown
+    preset name.
+    """
+    choice = choose_preset(preset, env_name, algorithm)
+    cfg = choice.config
+    if cfg is None:
+        cfg = ExperimentConfig(env=EnvConfig(env_name), algorithm=algorithm)
+    elif cfg.env.name != env_name:  # a family's settings, or a named preset of another env
+        env = dataclasses.replace(cfg.env, name=env_name, options={})
+        cfg = dataclasses.replace(cfg, env=env)
+        if choice.generic:
+            trainer = dataclasses.replace(
+                cfg.trainer, stop_at_eval_return=None, stop_at_eval_success=None
+            )
+            cfg = dataclasses.replace(cfg, trainer=trainer)
+    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, seed=seed))
