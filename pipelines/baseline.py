@@ -5,8 +5,9 @@
 HEAD holds: the git-tracked experiment files (`params.yaml`, `dvc.lock`, `metrics/`,
 `reports/`) as committed, untracked files under `metrics/` and `reports/` removed, and the
 DVC-cached outputs (checkpoints, the video) checked out to the versions the committed
-`dvc.lock` files name (outputs missing from the cache, as in a fresh clone without a DVC
-remote, are skipped). Code and everything else is left alone.
+`dvc.lock` files name. An output whose committed version is not in the cache (a fresh clone
+without a DVC remote, after the user's own `dvc repro`) is kept as it is, and named: checking
+it out would only delete it. Code and everything else is left alone.
 """
 
 from __future__ import annotations
@@ -48,11 +49,68 @@ def restore_baseline(root: Path = Path(".")) -> list[str]:
     files = _run(["git", "ls-tree", "-r", "--name-only", "HEAD"], root).splitlines()
     locks = [f for f in files if f == "dvc.lock" or f.endswith("/dvc.lock")]
     pipelines = [str(Path(lock).with_name("dvc.yaml")) for lock in locks]
-    if pipelines:
-        checkout = ["checkout", "--force", "--quiet", "--allow-missing", *pipelines]
-        _run([sys.executable, "-m", "dvc", *checkout], root)
+    if not pipelines:
+        return done
+    # An output whose committed version is not in the cache (a fresh clone without a DVC
+    # remote) cannot be restored, and checking it out would delete the workspace's copy:
+    # it is kept, and said so.
+    missing = _uncached_outputs(root, locks, set(files))
+    dvc = [sys.executable, "-m", "dvc", "checkout", "--force", "--quiet"]
+    if not missing:
+        _run([*dvc, "--allow-missing", *pipelines], root)
         done.append(f"checked out DVC outputs to the versions in {', '.join(locks)}")
+        return done
+    available = [out for out in _cached_outputs(root, locks, set(files)) if out not in missing]
+    if available:
+        _run([*dvc, *available], root)
+        done.append(f"checked out {', '.join(available)} to the versions in {', '.join(locks)}")
+    done.append(
+        f"kept {', '.join(missing)} unchanged: their committed versions are not in the DVC "
+        "cache (`dvc pull` from a remote has them; `dvc repro` re-creates them)"
+    )
     return done
+
+
+def _lock_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[tuple[str, str]]:
+    """(path, md5) of each DVC-cached output the committed locks name (git-tracked ones,
+    the metrics and reports, are git's to restore)."""
+    import yaml
+
+    outputs = []
+    for lock in locks:
+        data = yaml.safe_load(_run(["git", "show", f"HEAD:{lock}"], root)) or {}
+        base = Path(lock).parent
+        for stage in (data.get("stages") or {}).values():
+            for out in stage.get("outs") or []:
+                path = (base / out["path"]).as_posix()
+                if out.get("md5") and path not in tracked:
+                    outputs.append((path, out["md5"]))
+    return outputs
+
+
+def _cached_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[str]:
+    return [path for path, _ in _lock_outputs(root, locks, tracked)]
+
+
+def _uncached_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[str]:
+    """The cached outputs whose committed version (a directory: every file of it) is not in
+    the local DVC cache."""
+    import json
+
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        cache = repo.cache.local
+
+        def present(md5: str) -> bool:
+            if not cache.exists(md5):
+                return False
+            if not md5.endswith(".dir"):
+                return True
+            entries = json.loads(Path(cache.oid_to_path(md5)).read_text())
+            return all(cache.exists(entry["md5"]) for entry in entries)
+
+        return [path for path, md5 in _lock_outputs(root, locks, tracked) if not present(md5)]
 
 
 def baseline_main(argv: list[str]) -> int:

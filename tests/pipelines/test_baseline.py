@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,44 @@ def test_baseline_restores_dvc_outputs_and_skips_pipelines_never_run(tmp_path, g
     assert done[-1] == "checked out DVC outputs to the versions in dvc.lock"
     assert (tmp_path / "out.txt").read_text() == "baseline"
     assert not (tmp_path / "side" / "side.txt").exists()
+
+
+def test_baseline_keeps_an_output_whose_committed_version_is_not_in_the_cache(
+    tmp_path, git_dvc_env
+):
+    """A fresh clone without a DVC remote: the committed outputs were never in its cache, and
+    the user's first `dvc repro` made their own. Checking those out would delete them."""
+    env = git_dvc_env
+    dvc = [sys.executable, "-m", "dvc"]
+    git(tmp_path, "init", "-q", env=env)
+    subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, env=env, check=True)
+    write = "from pathlib import Path; Path('{0}').write_text('{1}')"
+    (tmp_path / "dvc.yaml").write_text(
+        f'stages:\n  make:\n    cmd: python -c "{write.format("lost.txt", "committed")}"\n'
+        "    outs: [lost.txt]\n"
+        f'  other:\n    cmd: python -c "{write.format("back.txt", "cached")}"\n'
+        "    outs: [back.txt]\n"
+    )
+    subprocess.run([*dvc, "repro"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    git(tmp_path, "add", "-A", env=env)
+    git(tmp_path, "commit", "-qm", "baseline", env=env)
+    # lost.txt's committed version leaves the cache (as if never there); the user's run
+    # wrote other versions of both.
+    cache = subprocess.run(
+        [*dvc, "cache", "dir"], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    (entry,) = [p for p in Path(cache).rglob("*") if p.is_file() and p.read_text() == "committed"]
+    entry.unlink()
+    for name in ("lost.txt", "back.txt"):
+        (tmp_path / name).unlink()
+        (tmp_path / name).write_text("mine")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        done = restore_baseline(tmp_path)
+
+    assert (tmp_path / "lost.txt").read_text() == "mine"  # kept, not deleted
+    assert (tmp_path / "back.txt").read_text() == "cached"  # restored
+    assert done[-2] == "checked out back.txt to the versions in dvc.lock"
+    assert done[-1].startswith("kept lost.txt unchanged: their committed versions are not in")
