@@ -11,6 +11,22 @@ def git(root, *args, env):
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
+DVC = [sys.executable, "-m", "dvc"]
+
+
+def writer_stage(name: str, path: str, text: str) -> str:
+    """A dvc.yaml stage that writes `text` to its output `path`."""
+    write = f"from pathlib import Path; Path('{path}').write_text('{text}')"
+    return f'  {name}:\n    cmd: python -c "{write}"\n    outs: [{path}]\n'
+
+
+def dvc_project(root, env, stages: str) -> None:
+    """A git + DVC project whose dvc.yaml holds `stages`."""
+    git(root, "init", "-q", env=env)
+    subprocess.run([*DVC, "init", "-q"], cwd=root, env=env, check=True)
+    (root / "dvc.yaml").write_text(f"stages:\n{stages}")
+
+
 def test_baseline_restores_the_committed_experiment_after_an_exp_run(tmp_path, git_dvc_env):
     env = git_dvc_env
     git(tmp_path, "init", "-q", env=env)
@@ -51,20 +67,10 @@ def test_baseline_outside_a_git_repository_is_one_clear_error(tmp_path):
 
 def test_baseline_restores_dvc_outputs_and_skips_pipelines_never_run(tmp_path, git_dvc_env):
     """A fresh clone has side pipelines (search, collect) with no lock: they are no error."""
-    env = git_dvc_env
-    dvc = [sys.executable, "-m", "dvc"]
-    git(tmp_path, "init", "-q", env=env)
-    subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, env=env, check=True)
-    write = "from pathlib import Path; Path('{0}').write_text('{1}')"
-    (tmp_path / "dvc.yaml").write_text(
-        f'stages:\n  make:\n    cmd: python -c "{write.format("out.txt", "baseline")}"\n'
-        "    outs: [out.txt]\n"
-    )
+    env, dvc = git_dvc_env, DVC
+    dvc_project(tmp_path, env, writer_stage("make", "out.txt", "baseline"))
     (tmp_path / "side").mkdir()
-    (tmp_path / "side" / "dvc.yaml").write_text(
-        f'stages:\n  side:\n    cmd: python -c "{write.format("side.txt", "x")}"\n'
-        "    outs: [side.txt]\n"
-    )
+    (tmp_path / "side" / "dvc.yaml").write_text(f"stages:\n{writer_stage('side', 'side.txt', 'x')}")
     subprocess.run([*dvc, "repro", "dvc.yaml"], cwd=tmp_path, env=env, check=True,
                    capture_output=True)  # fmt: skip
     git(tmp_path, "add", "-A", env=env)
@@ -87,17 +93,11 @@ def test_baseline_keeps_an_output_whose_committed_version_is_not_in_the_cache(
 ):
     """A fresh clone without a DVC remote: the committed outputs were never in its cache, and
     the user's first `dvc repro` made their own. Checking those out would delete them."""
-    env = git_dvc_env
-    dvc = [sys.executable, "-m", "dvc"]
-    git(tmp_path, "init", "-q", env=env)
-    subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, env=env, check=True)
-    write = "from pathlib import Path; Path('{0}').write_text('{1}')"
-    (tmp_path / "dvc.yaml").write_text(
-        f'stages:\n  make:\n    cmd: python -c "{write.format("lost.txt", "committed")}"\n'
-        "    outs: [lost.txt]\n"
-        f'  other:\n    cmd: python -c "{write.format("back.txt", "cached")}"\n'
-        "    outs: [back.txt]\n"
+    env, dvc = git_dvc_env, DVC
+    stages = writer_stage("make", "lost.txt", "committed") + writer_stage(
+        "other", "back.txt", "cached"
     )
+    dvc_project(tmp_path, env, stages)
     subprocess.run([*dvc, "repro"], cwd=tmp_path, env=env, check=True, capture_output=True)
     git(tmp_path, "add", "-A", env=env)
     git(tmp_path, "commit", "-qm", "baseline", env=env)
