@@ -54,13 +54,14 @@ def restore_baseline(root: Path = Path(".")) -> list[str]:
     # An output whose committed version is not in the cache (a fresh clone without a DVC
     # remote) cannot be restored, and checking it out would delete the workspace's copy:
     # it is kept, and said so.
-    missing = _uncached_outputs(root, locks, set(files))
+    outputs = _cached_outputs(root)
+    missing = _uncached(root, outputs)
     dvc = [sys.executable, "-m", "dvc", "checkout", "--force", "--quiet"]
     if not missing:
         _run([*dvc, "--allow-missing", *pipelines], root)
         done.append(f"checked out DVC outputs to the versions in {', '.join(locks)}")
         return done
-    available = [out for out in _cached_outputs(root, locks, set(files)) if out not in missing]
+    available = [path for path, _ in outputs if path not in missing]
     if available:
         _run([*dvc, *available], root)
         done.append(f"checked out {', '.join(available)} to the versions in {', '.join(locks)}")
@@ -71,30 +72,25 @@ def restore_baseline(root: Path = Path(".")) -> list[str]:
     return done
 
 
-def _lock_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[tuple[str, str]]:
-    """(path, md5) of each DVC-cached output the committed locks name (git-tracked ones,
-    the metrics and reports, are git's to restore)."""
-    import yaml
+def _cached_outputs(root: Path) -> list[tuple[str, str]]:
+    """(path from `root`, md5) of each DVC-cached output with a version in the (restored)
+    locks: DVC resolves each stage's working directory and which outputs it caches (the
+    metrics and reports are git's)."""
+    from dvc.repo import Repo
 
     outputs = []
-    for lock in locks:
-        data = yaml.safe_load(_run(["git", "show", f"HEAD:{lock}"], root)) or {}
-        base = Path(lock).parent
-        for stage in (data.get("stages") or {}).values():
-            for out in stage.get("outs") or []:
-                path = (base / out["path"]).as_posix()
-                if out.get("md5") and path not in tracked:
-                    outputs.append((path, out["md5"]))
+    with Repo(str(root)) as repo:
+        for stage in repo.index.stages:
+            for out in stage.outs:
+                md5 = out.hash_info.value if out.hash_info else None
+                if out.use_cache and md5:
+                    path = Path(out.fs_path).resolve().relative_to(root.resolve()).as_posix()
+                    outputs.append((path, md5))
     return outputs
 
 
-def _cached_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[str]:
-    return [path for path, _ in _lock_outputs(root, locks, tracked)]
-
-
-def _uncached_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[str]:
-    """The cached outputs whose committed version (a directory: every file of it) is not in
-    the local DVC cache."""
+def _uncached(root: Path, outputs: list[tuple[str, str]]) -> list[str]:
+    """The outputs whose version (a directory: every file of it) is not in the local cache."""
     import json
 
     from dvc.repo import Repo
@@ -110,7 +106,7 @@ def _uncached_outputs(root: Path, locks: list[str], tracked: set[str]) -> list[s
             entries = json.loads(Path(cache.oid_to_path(md5)).read_text())
             return all(cache.exists(entry["md5"]) for entry in entries)
 
-        return [path for path, md5 in _lock_outputs(root, locks, tracked) if not present(md5)]
+        return [path for path, md5 in outputs if not present(md5)]
 
 
 def baseline_main(argv: list[str]) -> int:
