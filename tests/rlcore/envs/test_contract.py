@@ -3,6 +3,8 @@ Gymnasium's CartPole-v1 (in both auto-reset modes) and Pendulum-v1 and a Dict-ob
 env; over the native batched MuJoCo tasks; over a frame-stacked camera env; and on CUDA when
 present."""
 
+from collections.abc import Callable
+
 import gymnasium.spaces as spaces
 import pytest
 import torch
@@ -28,17 +30,18 @@ if torch.cuda.is_available():  # Warp's bit-reproducible mode, held to bit-ident
 register()
 
 
-@pytest.fixture(
-    params=[
-        (name, dev)
-        for name in (*sorted(ENVS), STACKED, *BRIDGED, *NATIVE_MUJOCO)
-        for dev in DEVICES
-    ],
-    ids=str,
-)
-def make(request):
-    name, device = request.param
+# Which envs each test applies to, known before anything is built: a test that does not
+# apply to an env is not generated for it (a skip would read as something missing).
+CASES = (*sorted(ENVS), STACKED, *BRIDGED, *NATIVE_MUJOCO)
+# Envs whose state can be read and restored: torch-simulated ones (rlcore's own and the
+# native MuJoCo tasks), frame-stacked or not. A Gymnasium env's state cannot be saved (see
+# rlcore.envs.gym_bridge).
+WITH_STATE = (*sorted(ENVS), STACKED, *NATIVE_MUJOCO)
+DISCRETE = ("cartpole", "CartPole-v1", "CartPole-v1, same-step")
+WITH_BOX_ACTIONS = tuple(name for name in CASES if name not in DISCRETE)
 
+
+def build_env(name: str, device: str, request: pytest.FixtureRequest) -> Callable[..., BatchedEnv]:
     def build(num_envs: int = N) -> BatchedEnv:
         if name in ENVS:
             return ENVS[name](num_envs, device=device)
@@ -64,13 +67,33 @@ def make(request):
     return build
 
 
-def torch_env(env: BatchedEnv) -> TorchEnv | FrameStack:
-    """The tests that read or restore internal state apply to torch-simulated envs only (a
-    Gymnasium env's state cannot be saved; see rlcore.envs.gym_bridge), frame-stacked or not
-    (a `FrameStack` reads the rest through)."""
-    if not isinstance(env.env if isinstance(env, FrameStack) else env, TorchEnv):
-        pytest.skip("needs a TorchEnv's internal state")
-    return env
+def cases(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(name, device) for name in names for device in DEVICES]
+
+
+@pytest.fixture(params=cases(CASES), ids=str)
+def make(request):
+    return build_env(*request.param, request)
+
+
+@pytest.fixture(params=cases(WITH_STATE), ids=str)
+def make_with_state(request):
+    return build_env(*request.param, request)
+
+
+@pytest.fixture(params=cases(WITH_BOX_ACTIONS), ids=str)
+def make_with_box_actions(request):
+    return build_env(*request.param, request)
+
+
+def test_the_applicability_tables_match_the_envs(make, request):
+    """WITH_STATE and DISCRETE say what each env is: checked on the envs themselves, so a
+    new env cannot silently drop out of the tests that apply to it."""
+    name, _ = request.node.callspec.params["make"]
+    env = make(1)
+    inner = env.env if isinstance(env, FrameStack) else env
+    assert isinstance(inner, TorchEnv) == (name in WITH_STATE)
+    assert isinstance(env.action_space, spaces.Discrete) == (name in DISCRETE)
 
 
 def random_actions(env: BatchedEnv, gen: torch.Generator) -> torch.Tensor:
@@ -163,8 +186,9 @@ def test_seeded_reset_is_deterministic(make):
     assert not same_trajectory(a, ra, rc)
 
 
-def test_state_dict_round_trip_continues_identically(make):
-    a = torch_env(make())
+def test_state_dict_round_trip_continues_identically(make_with_state):
+    make = make_with_state
+    a = make()
     a.reset(seed=1)
     rollout(a, 13, seed=0)
     snapshot = a.state_dict()
@@ -175,8 +199,9 @@ def test_state_dict_round_trip_continues_identically(make):
     assert same_trajectory(a, expected, rollout(b, 30, seed=5))
 
 
-def test_truncation_auto_reset_and_true_final_observation(make):
-    env, twin = torch_env(make()), make()
+def test_truncation_auto_reset_and_true_final_observation(make_with_state):
+    make = make_with_state
+    env, twin = make(), make()
     env.set_max_episode_steps(5)
     env.reset(seed=3)
     gen = torch.Generator().manual_seed(0)
@@ -228,10 +253,8 @@ def test_render_gives_rgb_frames(make):
     assert frames.float().std() > 0  # something was drawn
 
 
-def test_box_actions_are_clipped_to_bounds(make):
-    env, twin = make(), make()
-    if not isinstance(env.action_space, spaces.Box):
-        pytest.skip("discrete actions")
+def test_box_actions_are_clipped_to_bounds(make_with_box_actions):
+    env, twin = make_with_box_actions(), make_with_box_actions()
     env.reset(seed=0), twin.reset(seed=0)
     high = torch.as_tensor(env.action_space.high, device=env.device).expand(N, -1)
     a, b = slot_for(env), slot_for(twin)
