@@ -213,10 +213,14 @@ def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
                 argv += ["--seed", str(seed)]
             launch_local(params.runtime.processes, argv)
             return
-        if seed is None:
-            _stage(name)(params)
-            return
-        _stage(name)(params, Layout(seed=seed))
+        layout = Layout().for_params(params_path)
+        if layout != Layout():
+            print(
+                f"{name}: {params_path} is not the project's params.yaml: its outputs go "
+                f"under {layout.root}/, apart from the main experiment's",
+                file=sys.stderr,
+            )
+        _stage(name)(params, layout.for_seed(params.seeds[0] if seed is None else seed))
 
     return _guarded(
         name,

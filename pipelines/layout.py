@@ -8,9 +8,13 @@ run report and the search are per experiment.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+# Where stages run with another params file than params.yaml write (`Layout.for_params`).
+EXPERIMENTS = "experiments"
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,23 @@ class Layout:
 
     def for_seed(self, seed: int) -> Layout:
         return dataclasses.replace(self, seed=seed)
+
+    def for_params(self, params_path: Path) -> Layout:
+        """The layout of the stages run with `--params params_path`. The project's
+        params.yaml writes the paths dvc.yaml names; any other file writes the same tree
+        under `experiments/<its path from the project root, without suffix>/` (a file outside
+        the project: `experiments/<stem>-<hash of its path>/`), so trying another experiment
+        file never overwrites the main experiment's checkpoints and metrics, which DVC tracks.
+        """
+        path = Path(params_path).resolve()
+        root = self.root.resolve()
+        if path == root / "params.yaml":
+            return self
+        if path.is_relative_to(root):
+            name = path.relative_to(root).with_suffix("")
+        else:
+            name = Path(f"{path.stem}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}")
+        return dataclasses.replace(self, root=self.root / EXPERIMENTS / name)
 
     def for_search_params(self, params_path: Path, study_name: str) -> Layout:
         """The layout of a search run with `--params params_path`: the project's params.yaml
