@@ -194,17 +194,19 @@ def _is_number(value: object) -> bool:
 
 def stage_metrics(project_dir: str, stages: list[str], dvcfile: str = "dvc.yaml") -> list[str]:
     """The JSON metrics files `dvcfile` declares for `stages` (each seed's, for a matrix
-    stage), relative to the project: what those stages of this experiment wrote."""
+    stage), relative to the project: what those stages of this experiment wrote. Declared
+    means DVC `metrics:`, or outputs annotated `type: metrics` (per-seed numbers, which
+    dvc.yaml keeps out of `dvc exp show`'s columns)."""
     from dvc.repo import Repo
 
     with Repo(project_dir) as repo:
         declared = repo.stage.collect(str(Path(repo.root_dir, dvcfile)))
         return sorted(
-            str(Path(metric.fs_path).relative_to(repo.root_dir))
+            str(Path(out.fs_path).relative_to(repo.root_dir))
             for stage in declared
             if stage.name.split("@")[0] in stages
-            for metric in stage.metrics
-            if metric.fs_path.endswith(".json")
+            for out in stage.outs
+            if (out.metric or out.annot.type == "metrics") and out.fs_path.endswith(".json")
         )
 
 

@@ -133,6 +133,14 @@ def test_experiments_are_compared_with_their_baseline(project):
     run(["git", "commit", "-qm", "baseline results"], root, env)
     dvc = [sys.executable, "-m", "dvc"]
     run([*dvc, "exp", "run", "-n", "small-lr", "-S", "++algorithm.ppo.lr=0.0001"], root, env)
+    # `dvc exp show` fits a terminal: the metric columns are the means over seeds (each
+    # seed's 40 numbers are outputs of `type: metrics`), and --only-changed leaves the
+    # changed param, the summary and the checkpoints evaluate read.
+    header = run([*dvc, "exp", "show", "--csv", "--only-changed"], root, env).splitlines()[0]
+    columns = [c for c in header.split(",") if c not in ("Experiment", "rev", "typ", "Created")]
+    assert "algorithm.ppo.lr" in columns and "eval_return_mean" in columns
+    assert not [c for c in columns if c.startswith("metrics/seeds/")], columns
+    assert len(columns) <= 16, columns
     out = run([sys.executable, "-m", "pipelines", "compare"], root, env)
     assert "[compare] 2 runs" in out  # HEAD and the experiment; the workspace equals it
     page = (root / "reports" / "compare.md").read_text()
