@@ -258,6 +258,21 @@ def test_the_report_says_the_budget_training_runs_in_whole_iterations():
     )
 
 
+def test_no_value_in_the_report_starts_a_line_where_it_would_read_as_markup():
+    """A wrapped line that starts with `1.` is an ordered list in CommonMark and GitHub's
+    Markdown (the video paragraph once ended a line before its seed: seed 1 made a list)."""
+    from markdown_it import MarkdownIt
+
+    from pipelines.aggregate import SeedRun
+    from pipelines.report import render_report
+
+    params = parse_params({**TINY, "seeds": [1]})
+    seed = SeedRun(1, train={"env_steps": 768.0}, evaluation={"return_mean": 9.0, "episodes": 5})
+    text = render_report(params, Layout(), [seed])
+    blocks = {token.type for token in MarkdownIt("commonmark").parse(text)}
+    assert "ordered_list_open" not in blocks and "bullet_list_open" not in blocks
+
+
 def test_the_curve_shows_success_where_the_env_reports_it():
     from pipelines.aggregate import SeedRun
     from pipelines.report import _curve_metric
