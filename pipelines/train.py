@@ -29,7 +29,8 @@ from pipelines.layout import Layout
 from pipelines.lifeline import run_lock
 from pipelines.params import Params
 from pipelines.progress import Progress, StopTarget, startup_seconds
-from pipelines.telemetry import Telemetry, experiment_label, fan_out
+from pipelines.run_name import run_name, train_params
+from pipelines.telemetry import Telemetry, fan_out, tensorboard_run
 from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu, provenance
@@ -145,11 +146,15 @@ def _telemetry(
     runtime = params.runtime
     if not (runtime.dvclive or runtime.tensorboard):
         return None
+    board = None
+    if runtime.tensorboard:
+        board = tensorboard_run(layout, run_name(params, layout.root), resumed_at is not None)
     return Telemetry(
         layout.live_partial if runtime.dvclive else None,
-        layout.tensorboard(experiment_label(params.name)) if runtime.tensorboard else None,
+        board,
         every=runtime.log_every(steps_per_iter),
         resumed_at=resumed_at,
+        params={"seed": layout.seed, **train_params(params)},
     )
 
 
