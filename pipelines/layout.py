@@ -116,9 +116,15 @@ class Layout:
         """Held by the seed's running trainer (`pipelines.lifeline.run_lock`)."""
         return self.root / "outputs" / "seeds" / str(self.seed) / "train.lock"
 
-    def tensorboard(self, experiment: str) -> Path:
-        """TensorBoard event files of `experiment` for this seed (not tracked by DVC)."""
-        return self.root / "outputs" / "tensorboard" / experiment / f"seed_{self.seed}"
+    @property
+    def tensorboard_runs(self) -> Path:
+        """Every training run's TensorBoard events (not tracked by DVC)."""
+        return self.root / "outputs" / "tensorboard"
+
+    def tensorboard(self, run: str) -> Path:
+        """TensorBoard event files of `run` (`pipelines.telemetry.tensorboard_run`) for this
+        seed."""
+        return self.tensorboard_runs / run / f"seed_{self.seed}"
 
     @property
     def eval_metrics(self) -> Path:

@@ -117,8 +117,8 @@ their range; {CARRIED}.
 
 ## Video
 
-[{params.video.episodes} evaluation episodes]({video}) of the policy trained on seed
-{params.seeds[0]}. Not in your workspace (a fresh clone)? `dvc repro video` makes it again;
+[{params.video.episodes} evaluation episodes]({video}) of the policy trained on
+seed {params.seeds[0]}. Not in your workspace (a fresh clone)? `dvc repro video` makes it again;
 `dvc pull dvc.yaml` fetches it where a DVC remote holds it (docs/guide.md, *Sharing results*).
 """
 

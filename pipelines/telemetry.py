@@ -6,9 +6,13 @@ DVCLive writes a TSV per metric under `plots/metrics/` and the latest values in
 `outputs/seeds/S/live.partial/` and publishes that as `metrics/seeds/S/live/` with its other
 outputs (`dvc.yaml` declares it as the stage's plots and metrics, for `dvc plots show` and
 `dvc exp show`), so a failed run never replaces the last complete run's.
-TensorBoard event files go to `outputs/tensorboard/<experiment>/seed_<S>/` (the DVC
-experiment's name under `dvc exp run`, else `params.yaml`'s `name`): `tensorboard --logdir
-outputs/tensorboard` shows every seed of every experiment. The x axis of both is env steps.
+TensorBoard event files go to `outputs/tensorboard/<run>/seed_<S>/`, `<run>` being the
+experiment and the params it changes (`pipelines.run_name`: `astir-lore__algorithm.ppo.lr=
+0.001`): `tensorboard --logdir outputs/tensorboard` shows every seed of every run. A run
+never replaces an earlier one's events: a new run of the same name writes `<run>__run2/`
+(then 3, ...) beside them; a resumed run continues the directory it was writing. Each run
+also holds its params, as hparams (the HPARAMS tab, against `eval/*`) and as a table (TEXT).
+The x axis of both is env steps.
 
 `every` > 1 logs the mean of each metric over that many iterations (off-policy runs take
 tens of thousands of short iterations); evaluations are logged as they come. A resumed run
@@ -20,22 +24,21 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
+import re
 import shutil
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines.layout import Layout
+
 Sink = Callable[[int, dict[str, float]], None]
 
 # Metrics that describe an evaluation (logged at once, never averaged with others).
 EVAL_PREFIX = "eval/"
-
-
-def experiment_label(default: str) -> str:
-    """The DVC experiment being run (`dvc exp run` sets DVC_EXP_NAME), else `default`."""
-    return os.environ.get("DVC_EXP_NAME") or default
+# The metrics TensorBoard's hparams view sets beside each run's params.
+EVAL_METRICS = ("eval/episode_return", "eval/success_rate")
 
 
 class Telemetry:
@@ -47,7 +50,9 @@ class Telemetry:
         tensorboard_dir: Path | None,
         every: int = 1,
         resumed_at: int | None = None,
+        params: dict[str, Any] | None = None,
     ) -> None:
+        """`params`: the run's, flat (`algorithm.ppo.lr`), shown in TensorBoard."""
         self.every = every
         self._pending: dict[str, list[float]] = defaultdict(list)
         self._iterations = 0
@@ -56,7 +61,7 @@ class Telemetry:
         if live_dir is not None:
             self._live = _open_live(live_dir, resumed_at)
         if tensorboard_dir is not None:
-            self._writer = _open_tensorboard(tensorboard_dir, resumed_at)
+            self._writer = _open_tensorboard(tensorboard_dir, resumed_at, params or {})
 
     def __call__(self, env_steps: int, metrics: dict[str, float]) -> None:
         if any(name.startswith(EVAL_PREFIX) for name in metrics):
@@ -168,11 +173,39 @@ def _step_of(row: list[str], column: int, width: int) -> float:
         return math.inf
 
 
-def _open_tensorboard(directory: Path, resumed_at: int | None) -> Any:
-    from torch.utils.tensorboard import SummaryWriter
+def tensorboard_run(layout: Layout, name: str, resumed: bool) -> Path:
+    """This seed's TensorBoard directory for run `name`: after the latest one of that name
+    (`name`, `name__run2`, ...), so earlier runs' events stay; the latest when resuming."""
+    numbered = re.compile(re.escape(name) + r"(?:__run(\d+))?")
+    runs = layout.tensorboard_runs
+    taken = [
+        int(match[1] or 1)
+        for entry in (runs.iterdir() if runs.is_dir() else [])
+        if (match := numbered.fullmatch(entry.name)) and layout.tensorboard(entry.name).exists()
+    ]
+    latest = max(taken, default=0)
+    number = max(latest, 1) if resumed else latest + 1
+    return layout.tensorboard(name if number == 1 else f"{name}__run{number}")
 
-    if resumed_at is None:
-        shutil.rmtree(directory, ignore_errors=True)  # a new run of this experiment and seed
-        return SummaryWriter(str(directory))
-    # Events of the interrupted run past the checkpoint are purged from the view.
-    return SummaryWriter(str(directory), purge_step=resumed_at + 1)
+
+def _open_tensorboard(directory: Path, resumed_at: int | None, params: dict[str, Any]) -> Any:
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.summary import hparams
+
+    if resumed_at is not None:
+        # Events of the interrupted run past the checkpoint are purged from the view.
+        return SummaryWriter(str(directory), purge_step=resumed_at + 1)
+    writer = SummaryWriter(str(directory))
+    if params:
+        shown = {key: _hparam(value) for key, value in params.items()}
+        # Written into this run (SummaryWriter.add_hparams would make a run of its own).
+        for summary in hparams(shown, dict.fromkeys(EVAL_METRICS)):
+            writer.file_writer.add_summary(summary)
+        rows = "".join(f"| {key} | {value} |\n" for key, value in shown.items())
+        writer.add_text("params", "| param | value |\n|---|---|\n" + rows)
+    return writer
+
+
+def _hparam(value: Any) -> bool | int | float | str:
+    """TensorBoard's hparams take numbers, booleans and text: other values as JSON."""
+    return value if isinstance(value, bool | int | float | str) else json.dumps(value)

@@ -18,6 +18,7 @@ train`), every rank trains on its own envs and rank 0 alone writes these files.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +28,9 @@ from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
 from pipelines.lifeline import run_lock
 from pipelines.params import Params
-from pipelines.progress import Progress, startup_seconds
-from pipelines.telemetry import Telemetry, experiment_label, fan_out
+from pipelines.progress import Progress, StopTarget, startup_seconds
+from pipelines.run_name import run_name, train_params
+from pipelines.telemetry import Telemetry, fan_out, tensorboard_run
 from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu, provenance
@@ -78,6 +80,8 @@ class Curve:
         if "eval/success_rate" in metrics:
             row["eval_success_rate"] = metrics["eval/success_rate"]
         self.rows.append(row)
+        if self.progress is not None:
+            self.progress.evaluated(env_steps, stop_values(row))
         success = f"  success {row['eval_success_rate']:.2f}" if "eval_success_rate" in row else ""
         share = env_steps / self.total_env_steps
         line = (
@@ -91,6 +95,11 @@ class Curve:
 
     def state(self) -> dict[str, Any]:
         return {"rows": self.rows, "wall_s": self.wall_s}
+
+
+def stop_values(row: dict[str, float]) -> dict[str, float]:
+    """A curve row's values by the names of the stop targets (`TrainerConfig.stop_at`)."""
+    return {"return": row["eval_return"], "success": row.get("eval_success_rate", math.nan)}
 
 
 class BestPolicy:
@@ -137,11 +146,15 @@ def _telemetry(
     runtime = params.runtime
     if not (runtime.dvclive or runtime.tensorboard):
         return None
+    board = None
+    if runtime.tensorboard:
+        board = tensorboard_run(layout, run_name(params, layout.root), resumed_at is not None)
     return Telemetry(
         layout.live_partial if runtime.dvclive else None,
-        layout.tensorboard(experiment_label(params.name)) if runtime.tensorboard else None,
+        board,
         every=runtime.log_every(steps_per_iter),
         resumed_at=resumed_at,
+        params={"seed": layout.seed, **train_params(params)},
     )
 
 
@@ -234,9 +247,12 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
             f"{curve.total_env_steps:,d} env steps (ready in {startup_seconds():.1f} s)",
             flush=True,
         )
+        stop = StopTarget(cfg.trainer.stop_at()) if cfg.trainer.stop_at() else None
         curve.progress = Progress(
-            "train", curve.total_env_steps, "steps", initial=trainer.steps_done
+            "train", curve.total_env_steps, "steps", initial=trainer.steps_done, stop=stop
         )
+        for row in curve.rows:  # a resumed run's evaluations so far
+            curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
         if params.runtime.compile:
             print("[train] runtime.compile: the first update compiles the loss", flush=True)
 

@@ -183,15 +183,17 @@ class TrainerConfig:
                     f"trainer.{name} must be >= 0 (0 disables), got {getattr(self, name)}"
                 )
 
+    def stop_at(self) -> dict[str, float]:
+        """The early-stop targets that are set, by what they are met on: `{"success": 0.9}`
+        stops the first evaluation whose success rate is >= 0.9 (`return`: its mean
+        episode return)."""
+        targets = {"return": self.stop_at_eval_return, "success": self.stop_at_eval_success}
+        return {name: value for name, value in targets.items() if value is not None}
+
     def stop_targets(self) -> str:
         """The early-stop targets in words ("evaluation success >= 0.9"), or ""."""
         return " or ".join(
-            f"evaluation {name} >= {value:g}"
-            for name, value in (
-                ("return", self.stop_at_eval_return),
-                ("success", self.stop_at_eval_success),
-            )
-            if value is not None
+            f"evaluation {name} >= {value:g}" for name, value in self.stop_at().items()
         )
 
 

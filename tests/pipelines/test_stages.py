@@ -13,6 +13,7 @@ from pipelines.report import report
 from pipelines.train import train
 from pipelines.video import record, tile
 from rlcore.checkpoint import load_checkpoint
+from rlcore.config import TrainerConfig
 from rlcore.runtime import cpu_model
 from rlcore.trainer import Trainer
 
@@ -241,6 +242,28 @@ def test_best_checkpoint_holds_the_policy_of_the_best_evaluation(tmp_path):
     assert from_best["return_mean"] != from_final["return_mean"]
 
 
+def test_the_train_bar_counts_down_to_the_stop_target_its_evaluations_head_for():
+    import io
+
+    from pipelines.progress import Progress, StopTarget
+    from pipelines.train import Curve
+
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(
+        "train", 100_000, "steps", stream=out, interval_s=3600, clock=lambda: now[0],
+        stop=StopTarget(TrainerConfig(stop_at_eval_return=-200).stop_at()),
+    )  # fmt: skip
+    curve = Curve(total_env_steps=100_000, progress=progress)
+    for steps, ret in ((10_000, -500.0), (20_000, -400.0), (30_000, -300.0)):
+        now[0] = steps / 1000  # 1,000 steps/s
+        curve(steps, {"train/episode_return": ret})
+        curve(steps, {"eval/episode_return": ret, "eval/episode_return_min": ret})
+    # The line through (10k, -500), (20k, -400), (30k, -300) meets -200 at 40k: 10 s on.
+    assert progress.line().endswith("ETA 0:10 to return -200 (budget 1:10)")
+    assert "eval return  -300.00" in out.getvalue()
+
+
 def test_the_report_says_the_budget_training_runs_in_whole_iterations():
     from pipelines.report import _budget
 
@@ -256,6 +279,21 @@ def test_the_report_says_the_budget_training_runs_in_whole_iterations():
     assert _budget(stopping).endswith(
         "(6 iterations), stopping early at evaluation return >= -10 or evaluation success >= 0.9"
     )
+
+
+def test_no_value_in_the_report_starts_a_line_where_it_would_read_as_markup():
+    """A wrapped line that starts with `1.` is an ordered list in CommonMark and GitHub's
+    Markdown (the video paragraph once ended a line before its seed: seed 1 made a list)."""
+    from markdown_it import MarkdownIt
+
+    from pipelines.aggregate import SeedRun
+    from pipelines.report import render_report
+
+    params = parse_params({**TINY, "seeds": [1]})
+    seed = SeedRun(1, train={"env_steps": 768.0}, evaluation={"return_mean": 9.0, "episodes": 5})
+    text = render_report(params, Layout(), [seed])
+    blocks = {token.type for token in MarkdownIt("commonmark").parse(text)}
+    assert "ordered_list_open" not in blocks and "bullet_list_open" not in blocks
 
 
 def test_the_curve_shows_success_where_the_env_reports_it():

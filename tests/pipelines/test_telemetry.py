@@ -1,10 +1,13 @@
 """Every training iteration's metrics reach DVCLive and TensorBoard, by their fixed names,
-against env steps; a resumed run logs each step once."""
+against env steps; a resumed run logs each step once; a new run never erases an earlier
+run's TensorBoard events, and each run holds its params."""
 
 import csv
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
@@ -39,6 +42,17 @@ def scalars(directory):
     }
 
 
+def runs(layout):
+    """The seed's TensorBoard run directories, by name."""
+    return sorted(
+        path.parent.name for path in layout.tensorboard_runs.glob(f"*/seed_{layout.seed}")
+    )
+
+
+# TINY outside git: its params beyond cartpole's preset, the name cut and hashed.
+NAME = "tiny__env.num_envs=8,policy.hidden_sizes=16,ppo.num_epochs=1,ppo.num_minibatches=2,"
+
+
 def test_every_iteration_is_logged_to_dvclive_and_tensorboard(tmp_path):
     layout = Layout(tmp_path)
     train(parse_params(TINY), layout)
@@ -49,7 +63,9 @@ def test_every_iteration_is_logged_to_dvclive_and_tensorboard(tmp_path):
     with layout.curve.open() as handle:  # the same evaluations as the learning curve
         curve = [float(r["eval_return"]) for r in csv.DictReader(handle)]
     assert [value for _, value in evaluations] == pytest.approx(curve)
-    board = scalars(layout.tensorboard("tiny"))
+    (run,) = runs(layout)
+    assert run.startswith(NAME)
+    board = scalars(layout.tensorboard(run))
     assert [step for step, _ in board["loss/policy"]] == STEPS
     logged = tsv(layout, "loss/policy")
     assert [v for _, v in board["loss/policy"]] == pytest.approx([v for _, v in logged])
@@ -80,8 +96,19 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
     assert [s for s, _ in tsv(layout, "loss/policy")] == STEPS  # 5 logged, 4 saved, 1 dropped
     assert not layout.live_partial.exists()
     assert [s for s, _ in tsv(layout, "eval/episode_return")] == [256, 512, 768]
-    board = scalars(layout.tensorboard("tiny"))
-    assert sorted(s for s, _ in board["loss/policy"]) == STEPS
+    (run,) = runs(layout)  # the resumed run continued the interrupted one's
+    assert sorted(s for s, _ in scalars(layout.tensorboard(run))["loss/policy"]) == STEPS
+
+
+def test_a_resumed_run_continues_its_own_directory_beside_an_earlier_runs(tmp_path, monkeypatch):
+    layout = Layout(tmp_path)
+    train(parse_params(TINY), layout)
+    (first,) = runs(layout)
+    interrupt_in_iteration_6(layout, monkeypatch)
+    train(parse_params(TINY), layout)
+    assert runs(layout) == [first, f"{first}__run2"]
+    for run in runs(layout):
+        assert sorted(s for s, _ in scalars(layout.tensorboard(run))["loss/policy"]) == STEPS
 
 
 def test_a_run_killed_mid_write_resumes_past_its_torn_dvclive_files(tmp_path, monkeypatch):
@@ -122,10 +149,49 @@ def test_off_switches_and_the_experiment_name_of_dvc_exp_run(tmp_path, monkeypat
     layout = Layout(tmp_path)
     train(parse_params({**TINY, "runtime": {"dvclive": False}}), layout)
     assert not layout.live_metrics.exists()
-    assert "loss/policy" in scalars(layout.tensorboard("wider-net"))
+    (run,) = runs(layout)
+    assert run.startswith("wider-net__env.num_envs=8,")
+    assert "loss/policy" in scalars(layout.tensorboard(run))
     other = Layout(tmp_path / "off")
     train(parse_params({**TINY, "runtime": {"dvclive": False, "tensorboard": False}}), other)
     assert not (other.root / "outputs" / "tensorboard").exists()
+
+
+def test_a_new_run_of_a_name_never_erases_the_events_of_an_earlier_one(tmp_path):
+    layout = Layout(tmp_path)
+    for _ in range(3):
+        train(parse_params(TINY), layout)
+    first = runs(layout)[0]
+    assert runs(layout) == [first, f"{first}__run2", f"{first}__run3"]
+    for run in runs(layout):
+        assert [step for step, _ in scalars(layout.tensorboard(run))["loss/policy"]] == STEPS
+    # Another seed of the same run goes beside the first seed's, not into a run of its own.
+    other = Layout(tmp_path, seed=1)
+    train(parse_params({**TINY, "seeds": [0, 1]}), other)
+    assert runs(other) == [first]
+
+
+def test_each_run_holds_its_params_as_hparams_and_as_a_table(tmp_path):
+    layout = Layout(tmp_path)
+    train(parse_params(TINY), layout)
+    (run,) = runs(layout)
+    values = {}
+    for path in layout.tensorboard(run).glob("events.out.tfevents.*"):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                meta = value.metadata.plugin_data
+                if meta.plugin_name == "hparams":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(meta.content)
+                    if data.HasField("session_start_info"):
+                        values = dict(data.session_start_info.hparams)
+                elif meta.plugin_name == "text":
+                    table = value.tensor.string_val[0].decode()
+    assert values["algorithm.ppo.num_epochs"].number_value == 1
+    assert values["seed"].number_value == 0
+    assert values["env.name"].string_value == "cartpole"
+    assert values["policy.hidden_sizes"].string_value == "[16]"
+    assert values["trainer.stop_at_eval_return"].number_value == 475  # cartpole's preset
+    assert "| env.num_envs | 8 |" in table.splitlines()
 
 
 def test_log_every_averages_training_metrics_and_logs_evaluations_at_once(tmp_path):
