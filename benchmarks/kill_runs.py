@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import signal
@@ -39,6 +40,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -71,8 +73,16 @@ COMMANDS = {
 }
 # Processes counted as left running: the stages, and for a flow the `dvc` it started.
 LEFT_BEHIND = {"repro": ("pipelines",), "search": ("pipelines",), "flow": ("pipelines", "dvc")}
-STATUS = [sys.executable, "-m", "dvc", "status", "dvc.yaml"]  # the experiment, not the search
+STATUS = [sys.executable, "-m", "dvc", "status", "--json", "dvc.yaml"]  # not the search
 ORPHAN_GRACE_S = 3.0
+
+
+def stale_stages(root: Path, env: dict[str, str]) -> dict[str, Any]:
+    """What `dvc status` finds to do in the experiment, but the `plugins` stage, which is
+    always changed (it re-reads a plugin's source on every repro)."""
+    done = subprocess.run(STATUS, cwd=root, env=env, capture_output=True, text=True, check=True)
+    status = json.loads(done.stdout)
+    return {stage: why for stage, why in status.items() if why != ["always changed"]}
 
 
 def make_project(
@@ -131,9 +141,7 @@ def wait_for_orphans(root: Path, module: str = "pipelines") -> dict[int, str]:
 def make_work(root: Path, target: str, env: dict[str, str], flip: list[int]) -> None:
     """Give the target something to do again once a run has finished it all."""
     if target in ("repro", "flow"):
-        status = subprocess.run(STATUS, cwd=root, env=env,
-                                capture_output=True, text=True)  # fmt: skip
-        if "up to date" not in status.stdout:
+        if stale_stages(root, env):
             return
         params = yaml.safe_load((root / "params.yaml").read_text())
         flip[0] += 1
@@ -195,11 +203,9 @@ def kill_rounds(
     tally.second_trainers += output.count("is already running")
     tally.resumed += output.count("[train] resuming from")
     if target in ("repro", "flow"):
-        status = subprocess.run(STATUS, cwd=root, env=env,
-                                capture_output=True, text=True)  # fmt: skip
-        clean = "Data and pipelines are up to date" in status.stdout
-        tally.final_ok = final.returncode == 0 and clean
-        tally.final_note = "dvc status clean" if clean else status.stdout.strip()[-300:]
+        stale = stale_stages(root, env)
+        tally.final_ok = final.returncode == 0 and not stale
+        tally.final_note = "dvc status clean" if not stale else json.dumps(stale)[-300:]
     else:
         n_trials = yaml.safe_load((root / "params.yaml").read_text())["search"]["n_trials"]
         complete = _complete_trials(root)

@@ -1,8 +1,9 @@
 """`python -m pipelines <command>`: the DVC stages, the Prefect flow and its schedule.
 
-Stages (DVC runs these; see dvc.yaml): train and evaluate (`--seed S`, one run per seed of
-`seeds`), video, report; collect (data/dvc.yaml: an offline dataset for `replay.offline`);
-and search (search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
+Stages (DVC runs these; see dvc.yaml): plugins (the source of an algorithm of your own,
+on every `dvc repro`), train and evaluate (`--seed S`, one run per seed of `seeds`), video,
+report; collect (data/dvc.yaml: an offline dataset for `replay.offline`); and search
+(search/dvc.yaml: an Optuna study, `search --workers N` for N local processes).
 `compare [RUN ...]`: a report across experiments and revisions; `baseline`: back to the
 committed experiment after `dvc exp run`; `params [--show]`: check params.yaml and show the
 resolved experiment. `import-config FILE.json`:
@@ -303,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipelines.baseline import baseline_main
 
         return baseline_main(argv[1:])
+    if argv and argv[0] == "plugins":  # reads algorithm.name alone: no params model, no torch
+        from pipelines.plugins import plugins_main
+
+        return plugins_main(argv[1:])
     if argv and argv[0] == "params":
         from pipelines.params_cli import params_main
 
@@ -317,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "command",
         choices=[
+            "plugins",
             *STAGES,
             "search",
             "compare",

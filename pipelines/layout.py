@@ -66,6 +66,12 @@ class Layout:
         return self.root / "metrics" / "seeds"
 
     @property
+    def plugins(self) -> Path:
+        """The source hashes of an algorithm of your own (`pipelines.plugins`); train
+        depends on it. In git, beside the metrics it explains."""
+        return self.root / "metrics" / "plugins.json"
+
+    @property
     def checkpoints(self) -> Path:
         return self.root / "outputs" / "seeds" / str(self.seed) / "checkpoints"
 

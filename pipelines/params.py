@@ -40,7 +40,7 @@ from rlcore.config import (
     ReplayConfig,
     TrainerConfig,
 )
-from rlcore.presets import AUTO, PresetChoice, choose_preset
+from rlcore.presets import AUTO, PresetChoice, algorithm_settings, choose_preset
 
 DEFAULT_PATH = Path("params.yaml")
 # The sections a preset fills (the experiment itself; the stages' own sections have no preset).
@@ -445,7 +445,8 @@ class Params(_Section):
         AUTO,
         description="where the keys this file leaves out come from: auto (the env's own "
         "preset, else its task family's, else the library's defaults), none (the library's), "
-        "or a preset of rlcore.presets for the chosen algorithm",
+        "or a preset of rlcore.presets for the chosen algorithm (for one of your own, of the "
+        "algorithm its AlgorithmSpec names in presets_from)",
     )
     seeds: list[int] = Field(
         default_factory=lambda: [0],
@@ -571,19 +572,29 @@ def parse_params(
     return params
 
 
+def algorithm_name(data: dict[str, Any]) -> str:
+    """The algorithm a params mapping names (`ppo` where it names none, or not as a string:
+    `_parse_algorithm` reports that)."""
+    algorithm = data.get("algorithm")
+    name = algorithm.get("name", "ppo") if isinstance(algorithm, dict) else "ppo"
+    return name if isinstance(name, str) else "ppo"
+
+
 def preset_choice(data: dict[str, Any]) -> PresetChoice:
     """The preset a params mapping selects (`preset`, its env and algorithm names); raises
     ValueError for an unknown preset name."""
     preset = data.get("preset", AUTO)
     if not isinstance(preset, str):
         raise ValueError(f"must be a preset name, auto or none, got {preset!r}")
-    env, algorithm = data.get("env"), data.get("algorithm")
+    env = data.get("env")
     env_name = env.get("name") if isinstance(env, dict) else None
-    name = algorithm.get("name", "ppo") if isinstance(algorithm, dict) else "ppo"
-    if not isinstance(name, str):
-        name = "ppo"  # _parse_algorithm reports it
     if not isinstance(env_name, str):
         env_name = EnvConfig().name  # the library's default env (a named preset has its own)
+    name = algorithm_name(data)
+    try:
+        algorithm_spec(name)
+    except UnknownAlgorithmError:
+        return PresetChoice("no preset")  # `_parse_algorithm` reports the name
     return choose_preset(preset, env_name, name)
 
 
@@ -599,7 +610,7 @@ def with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return data, [f"preset: {exc}"]
     if choice.config is None:
         return data, []
-    base = preset_layer(choice)
+    base = preset_layer(choice, algorithm_name(data))
     env = data.get("env")
     if isinstance(env, dict) and "name" in env and env["name"] != base["env"].get("name"):
         base["env"].pop("options", None)
@@ -610,15 +621,17 @@ def with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return merged, []
 
 
-def preset_layer(choice: PresetChoice) -> dict[str, Any]:
-    """A preset's experiment as params.yaml sections (a generic one without its env's name,
-    options and stop targets)."""
+def preset_layer(choice: PresetChoice, algorithm: str) -> dict[str, Any]:
+    """A preset's experiment as params.yaml sections for `algorithm` (a generic one without
+    its env's name, options and stop targets). An algorithm that takes another's presets
+    gets the algorithm settings its config shares with the preset's by name."""
     cfg = choice.config
     assert cfg is not None
+    settings = algorithm_settings(cfg, algorithm)
     layer = {
         "env": asdict(cfg.env),
         "policy": asdict(cfg.policy),
-        "algorithm": {"name": cfg.algorithm, section_name(cfg.algorithm): asdict(cfg.algo)},
+        "algorithm": {"name": algorithm, section_name(algorithm): settings},
         "trainer": asdict(cfg.trainer),
         "replay": asdict(cfg.replay),
     }

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from rlcore.algos.config import GRPOConfig, PPOConfig
+from rlcore.algos.registry import algorithm_spec
 from rlcore.algos.sac_config import SACConfig
 from rlcore.config import (
     GYMNASIUM_PREFIX,
@@ -295,6 +297,32 @@ PRESETS_BY_ALGORITHM: dict[str, dict[str, ExperimentConfig]] = {
 }
 
 
+def presets_source(algorithm: str) -> str | None:
+    """The algorithm whose presets `algorithm` takes: a builtin its own; an algorithm of your
+    own the one its `AlgorithmSpec.presets_from` names (None: it takes none)."""
+    if algorithm in PRESETS_BY_ALGORITHM:
+        return algorithm
+    source = algorithm_spec(algorithm).presets_from
+    if source is not None and source not in PRESETS_BY_ALGORITHM:
+        raise ValueError(
+            f"algorithm {algorithm}: presets_from must be one of {list(PRESETS_BY_ALGORITHM)}, "
+            f"got {source!r}"
+        )
+    return source
+
+
+def algorithm_settings(cfg: ExperimentConfig, algorithm: str) -> dict[str, Any]:
+    """The settings preset `cfg`'s algorithm section gives `algorithm`: all of them to its own
+    algorithm; to one that takes its presets (`presets_from`), those its config class has a
+    field of the same name for (its own defaults fill the others)."""
+    names = {field.name for field in dataclasses.fields(algorithm_spec(algorithm).config)}
+    return {
+        field.name: getattr(cfg.algo, field.name)
+        for field in dataclasses.fields(cfg.algo)
+        if field.name in names
+    }
+
+
 def preset(name: str, algorithm: str = "ppo") -> ExperimentConfig:
     """Return the tuned configuration of a builtin task for `algorithm` (ppo, grpo or sac)."""
     if algorithm not in PRESETS_BY_ALGORITHM:
@@ -369,25 +397,39 @@ class PresetChoice:
 
 def choose_preset(name: str, env_name: str, algorithm: str) -> PresetChoice:
     """The defaults of an experiment: preset `name`, or for `auto` the env's own preset, its
-    family's, or the library's; `none`: the library's. Raises ValueError for an unknown name."""
-    table = PRESETS_BY_ALGORITHM.get(algorithm, {})
+    family's, or the library's; `none`: the library's. An algorithm of your own takes the
+    presets of the algorithm its spec names in `presets_from` (the choice's config is then
+    that algorithm's: see `algorithm_settings`), or none. Raises ValueError for an unknown
+    name, or a named preset for an algorithm that takes none."""
     if name == NONE:
         return PresetChoice("the library's defaults (preset: none)")
+    source = presets_source(algorithm)
+    table = PRESETS_BY_ALGORITHM.get(source or "", {})
+    whose = algorithm if source == algorithm else f"{source}'s, for {algorithm}"
     if name != AUTO:
+        if source is None:
+            raise ValueError(
+                f"{name!r}: algorithm {algorithm} takes no presets; declare whose it takes "
+                f"where it registers, AlgorithmSpec(..., presets_from='ppo'), or write "
+                f"preset: none"
+            )
         if name not in table:
             known = ", ".join([AUTO, NONE, *sorted(table)])
-            raise ValueError(f"unknown preset {name!r} for {algorithm}; one of: {known}")
-        return PresetChoice(f"preset {name} ({algorithm})", table[name])
+            raise ValueError(f"unknown preset {name!r} for {whose}; one of: {known}")
+        return PresetChoice(f"preset {name} ({whose})", table[name])
     own = [key for key, cfg in table.items() if cfg.env.name == env_name]
     if own:
-        return PresetChoice(f"preset {own[0]} ({algorithm}), the env's own", table[own[0]])
+        return PresetChoice(f"preset {own[0]} ({whose}), the env's own", table[own[0]])
     family = env_family(env_name)
-    source = FAMILY_PRESETS.get(family or "", {}).get(algorithm)
-    if family is None or source is None:
-        why = "no known task family" if family is None else f"no {algorithm} defaults for it"
+    preset_name = FAMILY_PRESETS.get(family or "", {}).get(source or "")
+    if source is None or family is None or preset_name is None:
+        if source is None:
+            why = f"{algorithm} takes no presets"
+        else:
+            why = "no known task family" if family is None else f"no {source} defaults for it"
         return PresetChoice(f"the library's defaults ({env_name}: {why})")
     return PresetChoice(
-        f"{family} defaults (preset {source}'s settings, {algorithm})", table[source], True
+        f"{family} defaults (preset {preset_name}'s settings, {whose})", table[preset_name], True
     )
 
 
@@ -400,8 +442,9 @@ def experiment_for(
     preset `preset` names (`none`: the library's defaults). Training seed `seed`.
 
     `Trainer(experiment_for("gymnasium:Hopper-v5", algorithm="sac"))` trains what
-    `python -m pipelines train` trains for that file. Raises ValueError for an unknown
-    preset name.
+    `python -m pipelines train` trains for that file; an algorithm of your own gets the
+    presets its spec names in `presets_from` (`algorithm_settings`). Raises ValueError for an
+    unknown preset name.
     """
     choice = choose_preset(preset, env_name, algorithm)
     cfg = choice.config
@@ -415,4 +458,8 @@ def experiment_for(
                 cfg.trainer, stop_at_eval_return=None, stop_at_eval_success=None
             )
             cfg = dataclasses.replace(cfg, trainer=trainer)
-    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, seed=seed))
+    algo = cfg.algo
+    if cfg.algorithm != algorithm:  # another algorithm's preset: the settings it shares
+        algo = algorithm_spec(algorithm).config(**algorithm_settings(cfg, algorithm))
+    trainer = dataclasses.replace(cfg.trainer, seed=seed)
+    return dataclasses.replace(cfg, algorithm=algorithm, algo=algo, trainer=trainer)

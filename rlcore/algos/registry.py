@@ -42,16 +42,23 @@ class AlgorithmSpec:
     algorithm class (see `rlcore.algos.base.Algorithm` for what it provides). `policy`
     (optional): `"module:attr"` of its `make_policy` alone, so that evaluation and videos
     build the trained policy without importing the training code; by default the class's.
+    `presets_from` (optional): the builtin algorithm whose presets this one takes, e.g.
+    `"ppo"` for a PPO variant (`rlcore.presets.choose_preset`): a preset gives it that
+    preset's env, policy, trainer and replay settings, and of its algorithm settings those
+    `config` has a field of the same name for (the others keep `config`'s defaults).
     """
 
     name: str
     config: type
     factory: str
     policy: str | None = None
+    presets_from: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"algorithm names are identifiers, got {self.name!r}")
+        if self.presets_from is not None and not self.presets_from.isidentifier():
+            raise ValueError(f"presets_from names an algorithm, got {self.presets_from!r}")
         for field, path in (("factory", self.factory), ("policy", self.policy or ":")):
             if ":" not in path:
                 raise ValueError(f"{field} must be 'module:attr', got {path!r}")

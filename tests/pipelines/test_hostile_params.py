@@ -48,6 +48,12 @@ def project(tmp_path_factory, git_dvc_env):
         pytest.skip("git is not installed")
     root = tmp_path_factory.mktemp("hostile")
     scratch_project(root, git_dvc_env, yaml.safe_load((REPO / "params.yaml").read_text()))
+    # DVC runs `plugins` (always changed) before train on every repro: its file and lock
+    # entry exist from here on, rewritten by no later run (the source stays the same).
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "plugins"], cwd=root, env=git_dvc_env,
+        check=True, capture_output=True,
+    )  # fmt: skip
     return root, git_dvc_env
 
 

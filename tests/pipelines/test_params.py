@@ -11,6 +11,7 @@ from rlcore.algos.config import PPOConfig
 from rlcore.algos.registry import algorithm_spec
 from rlcore.config import EnvConfig, PolicyConfig
 from rlcore.presets import GRPO_PRESETS, PRESETS, SAC_PRESETS
+from tests.rlcore.algos.plugins.ppo_variant import UNDECLARED, PPOVariantConfig, registered
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -230,6 +231,36 @@ def test_an_unknown_preset_lists_the_algorithms_presets(tmp_path):
     )
     with pytest.raises(ParamsError, match="preset: must be a preset name"):
         load_text(tmp_path, "preset: 3\n")
+
+
+def test_an_algorithm_of_your_own_takes_the_presets_it_declares(tmp_path, monkeypatch):
+    name = registered(monkeypatch)  # presets_from="ppo"
+    tuned = PRESETS["push_cube"]
+    for preset in ("push_cube", "auto"):  # named, and the env's own
+        params = load_text(
+            tmp_path,
+            f"preset: {preset}\nenv: {{name: push_cube}}\n"
+            f"algorithm: {{name: {name}, {name}: {{num_epochs: 4}}}}\n",
+        )
+        experiment = params.experiment()
+        # PPO's preset's settings the variant has (lr, num_minibatches), the file's value,
+        # and its own default for what no PPO preset has (mirror_coef).
+        assert experiment.algo == PPOVariantConfig(lr=1e-3, num_epochs=4, num_minibatches=8)
+        assert experiment.env == tuned.env and experiment.policy == tuned.policy
+        assert experiment.trainer == dataclasses.replace(tuned.trainer, seed=0)
+
+
+def test_a_named_preset_for_an_algorithm_that_declares_none_is_refused(tmp_path, monkeypatch):
+    name = registered(monkeypatch, UNDECLARED)
+    with pytest.raises(ParamsError) as err:
+        load_text(tmp_path, f"preset: push_cube\nalgorithm: {{name: {name}}}\n")
+    assert err.value.lines == [
+        "preset: 'push_cube': algorithm ppo_undeclared takes no presets; declare whose it "
+        "takes where it registers, AlgorithmSpec(..., presets_from='ppo'), or write preset: none"
+    ]
+    assert load_text(tmp_path, f"algorithm: {{name: {name}}}\n").experiment().algo == (
+        PPOVariantConfig()
+    )  # auto: the library's defaults
 
 
 def test_the_parameter_reference_lists_every_key_and_is_the_default_experiment():

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from rlcore.config import PolicyConfig
 from rlcore.presets import (
     CONTINUOUS_CLASSIC,
     DISCRETE_CLASSIC,
@@ -15,9 +16,11 @@ from rlcore.presets import (
     SAC_PRESETS,
     choose_preset,
     env_family,
+    experiment_for,
     preset,
 )
 from rlcore.trainer import Trainer
+from tests.rlcore.algos.plugins.ppo_variant import UNDECLARED, PPOVariantConfig, registered
 
 
 @pytest.mark.parametrize(
@@ -64,6 +67,43 @@ def test_named_presets_are_looked_up_per_algorithm():
     assert choose_preset("none", "push_cube", "ppo").config is None
     with pytest.raises(ValueError, match="unknown preset 'gym_cartpole' for sac"):
         choose_preset("gym_cartpole", "cartpole", "sac")
+
+
+def test_an_algorithm_of_your_own_takes_the_presets_it_declares(monkeypatch):
+    """`presets_from="ppo"`: PPO's presets, and of their algorithm settings those the
+    variant's config has by name (push_cube's lr 1e-3 and 8 minibatches; its reward_scale
+    and clip settings are PPO's alone; mirror_coef, the variant's own, keeps its default)."""
+    name = registered(monkeypatch)
+    tuned = PRESETS["push_cube"]
+    chosen = choose_preset("push_cube", "cartpole", name)
+    assert (
+        chosen.config is tuned and chosen.description == "preset push_cube (ppo's, for ppo_variant)"
+    )
+    assert choose_preset("auto", "push_cube", name).config is tuned  # the env's own
+    for cfg in (experiment_for("push_cube", name), experiment_for("pendulum", name, "push_cube")):
+        assert cfg.algorithm == name
+        assert cfg.algo == PPOVariantConfig(lr=1e-3, gamma=0.99, num_epochs=10, num_minibatches=8)
+        assert cfg.policy == tuned.policy and cfg.replay == tuned.replay
+    assert experiment_for("push_cube", name).trainer == tuned.trainer
+    family = experiment_for("gymnasium:Walker2d-v5", name)  # the MuJoCo family's PPO settings
+    assert family.algo.lr == PRESETS["gym_locomotion"].algo.lr == 3e-4
+    assert family.algo.num_minibatches == 32
+
+
+def test_an_algorithm_that_declares_no_presets_takes_none(monkeypatch):
+    name = registered(monkeypatch, UNDECLARED)
+    with pytest.raises(ValueError) as err:
+        choose_preset("push_cube", "push_cube", name)
+    assert str(err.value) == (
+        "'push_cube': algorithm ppo_undeclared takes no presets; declare whose it takes where "
+        "it registers, AlgorithmSpec(..., presets_from='ppo'), or write preset: none"
+    )
+    library = experiment_for("push_cube", name)  # auto: the library's defaults
+    assert library.algo == PPOVariantConfig() and library.policy == PolicyConfig()
+    assert "ppo_undeclared takes no presets" in choose_preset("auto", "push_cube", name).description
+    typo = registered(monkeypatch, dataclasses.replace(UNDECLARED, name="typo", presets_from="dqn"))
+    with pytest.raises(ValueError, match=r"presets_from must be one of \['ppo', 'grpo', 'sac'\]"):
+        choose_preset("auto", "push_cube", typo)
 
 
 ALL_PRESETS = [
