@@ -131,7 +131,7 @@ class RuntimeParams(_Section):
     tensorboard: bool = Field(
         True,
         description="write every iteration's metrics as TensorBoard events to "
-        "outputs/tensorboard/<experiment>/seed_<S> (`tensorboard --logdir outputs/tensorboard`)",
+        "outputs/tensorboard/<run>/seed_<S> (`tensorboard --logdir outputs/tensorboard`)",
     )
     dvclive: bool = Field(
         True,
@@ -470,7 +470,7 @@ class Params(_Section):
     @field_validator("name")
     @classmethod
     def _a_folder_of_its_own(cls, value: str) -> str:
-        if value in (".", ".."):  # it names outputs/tensorboard/<name>, which a run replaces
+        if value in (".", ".."):  # it would name outputs/tensorboard/<name>'s parent
             raise ValueError(f"{value!r} is not a name; use letters, digits, '_', '.' or '-'")
         return value
 
