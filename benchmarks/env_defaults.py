@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
 from pipelines.params import parse_params
+from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
 
 EVAL_EPISODES = 10
@@ -41,16 +42,29 @@ def env_name(env_id: str) -> str:
     return env_id if ":" in env_id else f"gymnasium:{env_id}"
 
 
-def run_ours(env_id: str, seed: int, steps: int, curve_every: int = 0) -> dict[str, Any]:
+def experiment(env_id: str, steps: int, algorithm: str = "ppo") -> ExperimentConfig:
+    """What a params.yaml holding only `env.name` (and `algorithm.name`) trains for `steps`."""
+    data = {"env": {"name": env_name(env_id)}, "trainer": {"total_env_steps": steps}}
+    if algorithm != "ppo":
+        data["algorithm"] = {"name": algorithm}
+    return parse_params(data).experiment(seed=0)
+
+
+def run_ours(
+    env_id: str,
+    seed: int,
+    steps: int,
+    curve_every: int = 0,
+    *,
+    algorithm: str = "ppo",
+    eval_episodes: int = EVAL_EPISODES,
+) -> dict[str, Any]:
     """Train and evaluate one seed; with `curve_every` > 0 also evaluate every that many env
     steps, print each point and keep them in the row's `curve` (env steps, return, CPU s)."""
-    params = parse_params(
-        {"env": {"name": env_name(env_id)}, "trainer": {"total_env_steps": steps}}
-    )
-    cfg = params.experiment(seed=0)
+    cfg = experiment(env_id, steps, algorithm)
     every = max(1, curve_every // cfg.steps_per_iter) if curve_every > 0 else 0
     trainer_cfg = dataclasses.replace(
-        cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=EVAL_EPISODES,
+        cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=eval_episodes,
         stop_at_eval_return=None, stop_at_eval_success=None,
     )  # fmt: skip
     cpu, wall = time.process_time(), time.perf_counter()
@@ -77,18 +91,27 @@ def run_ours(env_id: str, seed: int, steps: int, curve_every: int = 0) -> dict[s
     return row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s) | {"curve": curve}
 
 
-def run_sb3(env_id: str, seed: int, steps: int) -> dict[str, Any]:
-    from stable_baselines3 import PPO
+def run_sb3(
+    env_id: str,
+    seed: int,
+    steps: int,
+    *,
+    algorithm: str = "ppo",
+    eval_episodes: int = EVAL_EPISODES,
+) -> dict[str, Any]:
+    """Train SB3's `algorithm` (ppo or sac) with every default on one env, then evaluate."""
+    from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
 
     cpu, wall = time.process_time(), time.perf_counter()
     env = make_vec_env(env_id, n_envs=1, seed=seed)
-    model = PPO("MlpPolicy", env, device="cpu", seed=seed, verbose=0)
+    model_class = {"ppo": PPO, "sac": SAC}[algorithm]
+    model = model_class("MlpPolicy", env, device="cpu", seed=seed, verbose=0)
     model.learn(total_timesteps=steps)
     cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
     eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)
-    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
     env.close()
     eval_env.close()
     return row("sb3", env_id, seed, int(model.num_timesteps), float(mean), cpu_s, wall_s)
