@@ -347,14 +347,14 @@ MUJOCO_LOCOMOTION = "MuJoCo locomotion"
 MANIPULATION = "manipulation"
 
 # Gymnasium's MuJoCo suite; its two arms (Reacher, Pusher) take the same settings.
-_MUJOCO_SUITE = (
+MUJOCO_SUITE = (
     "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedPendulum",
     "InvertedDoublePendulum", "Swimmer", "Walker2d", "Reacher", "Pusher",
 )  # fmt: skip
 _GYMNASIUM_FAMILIES = {
     **dict.fromkeys(("CartPole", "Acrobot", "MountainCar"), DISCRETE_CLASSIC),
     **dict.fromkeys(("Pendulum", "MountainCarContinuous"), CONTINUOUS_CLASSIC),
-    **dict.fromkeys(_MUJOCO_SUITE, MUJOCO_LOCOMOTION),
+    **dict.fromkeys(MUJOCO_SUITE, MUJOCO_LOCOMOTION),
 }
 _BUILTIN_FAMILIES = {
     "cartpole": DISCRETE_CLASSIC,
