@@ -439,9 +439,13 @@ class OutageTolerantStorage(RDBStorage):
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         assert self.heartbeat_interval is not None
         grace = self.grace_period or 2 * self.heartbeat_interval  # Optuna's default
-        if self.outage.within(grace + self.heartbeat_interval + MAX_RETRY_S):
+        quiet_s = grace + self.heartbeat_interval + MAX_RETRY_S
+        if self.outage.within(quiet_s):
             return []  # the live workers have not beaten again yet
-        return self.outage.call(lambda: RDBStorage._get_stale_trial_ids(self, study_id))
+        stale = self.outage.call(lambda: RDBStorage._get_stale_trial_ids(self, study_id))
+        # The query itself may have ridden out an outage this process had not seen before:
+        # then every live worker's beat is old too.
+        return [] if self.outage.within(quiet_s) else stale
 
 
 def _tokened(template: FrozenTrial | None, token: str) -> FrozenTrial:

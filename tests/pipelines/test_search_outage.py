@@ -288,6 +288,25 @@ def test_a_claim_lost_with_its_connection_and_a_trial_never_beaten_are_run_again
     assert retries[0].system_attrs["fixed_params"] == {"x": 0.25}
 
 
+def test_a_stale_query_that_rode_out_an_outage_fails_no_trial(storage, monkeypatch, request):
+    """This process's first call in an outage is the stale-trial query itself: when it gets
+    through, every live worker's last beat is old too (they could not beat either), so it
+    fails none, as any call in the quiet time after an outage would."""
+    study = optuna.create_study(storage=storage, study_name=request.node.name)
+    study.ask()  # RUNNING, with its first heartbeat
+    time.sleep(2.5)  # past grace_s 2: stale by its beat, as a live worker's is after an outage
+    real = RDBStorage._get_stale_trial_ids
+
+    def lose_once(self, study_id):
+        monkeypatch.setattr(RDBStorage, "_get_stale_trial_ids", real)
+        raise lost_connection()
+
+    monkeypatch.setattr(RDBStorage, "_get_stale_trial_ids", lose_once)
+    optuna.storages.fail_stale_trials(study)
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING]
+    assert storage.said[0].startswith("[search] lost the database")
+
+
 def test_an_outage_pauses_calls_and_wakes_them_when_the_server_is_back(server, storage, request):
     study = optuna.create_study(storage=storage, study_name=request.node.name)
     server.stop()
