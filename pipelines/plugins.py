@@ -1,9 +1,11 @@
-"""The `plugins` stage: the source of an algorithm of your own, so that DVC sees it change.
+"""The `plugins` stage: the source of an algorithm or env of your own, so that DVC sees it
+change.
 
-`algorithm.name: "my_pkg.my_algo:my_algo"` trains code that lives outside this project's
-`rlcore`, which dvc.yaml cannot name: its deps are fixed, and the module comes from params.yaml.
+`algorithm.name: "my_pkg.my_algo:my_algo"` (and `env.name: "gymnasium:my_pkg.envs:MyEnv-v0"`)
+trains code that lives outside this project's `rlcore`, which dvc.yaml cannot name: its deps
+are fixed, and the module comes from params.yaml.
 So this stage runs on every `dvc repro` (`always_changed`) and writes `metrics/plugins.json`:
-for the module the name imports, the sha256 of every `.py` file of the package it belongs to
+for each module such a name imports, the sha256 of every `.py` file of the package it belongs to
 (its top-level package, so a helper module of the same package counts too), or of the
 module's own file when it is a top-level module. `train` depends on that file: it re-runs
 when that source changes, and only then. With a builtin algorithm the file is always
@@ -30,6 +32,7 @@ import yaml
 from pipelines.bounded import BoundedInputError, load_yaml, read_text
 from pipelines.files import write_json
 from pipelines.layout import Layout
+from rlcore.config import GYMNASIUM_PREFIX
 
 HELP = (
     "Record the source of an algorithm of your own (algorithm.name: 'package.module:name'): "
@@ -38,13 +41,26 @@ HELP = (
 )
 
 
-def plugin_module(data: Any) -> str | None:
-    """The module a params mapping's `algorithm.name` imports (None for a builtin name, or a
-    section that is not a mapping: `train` reports that)."""
-    algorithm = data.get("algorithm") if isinstance(data, dict) else None
-    name = algorithm.get("name") if isinstance(algorithm, dict) else None
-    module = name.rpartition(":")[0] if isinstance(name, str) else ""
-    return module or None
+def plugin_modules(data: Any) -> list[str]:
+    """The modules of your own that a params mapping names: `algorithm.name`'s
+    (`pkg.module:name`) and a Gymnasium env's (`env.name: "gymnasium:pkg.module:Id-v0"`,
+    the module that registers it). Builtin names, and sections that are not mappings
+    (`train` reports those), name none."""
+    modules = []
+    algorithm = _section(data, "algorithm").get("name")
+    if isinstance(algorithm, str) and algorithm.rpartition(":")[0]:
+        modules.append(algorithm.rpartition(":")[0])
+    env = _section(data, "env").get("name")
+    if isinstance(env, str) and env.startswith(GYMNASIUM_PREFIX):
+        env_id = env.removeprefix(GYMNASIUM_PREFIX)
+        if ":" in env_id:  # Gymnasium's `module:EnvId`: the module registers the env
+            modules.append(env_id.split(":", 1)[0])
+    return list(dict.fromkeys(modules))
+
+
+def _section(data: Any, name: str) -> dict[str, Any]:
+    section = data.get(name) if isinstance(data, dict) else None
+    return section if isinstance(section, dict) else {}
 
 
 def module_sources(module: str) -> dict[str, str] | None:
@@ -72,8 +88,7 @@ def module_sources(module: str) -> dict[str, str] | None:
 
 def fingerprint(data: Any) -> dict[str, Any]:
     """What `metrics/plugins.json` holds for a params mapping."""
-    module = plugin_module(data)
-    return {"modules": {} if module is None else {module: module_sources(module)}}
+    return {"modules": {module: module_sources(module) for module in plugin_modules(data)}}
 
 
 def record_plugins(data: Any, layout: Layout) -> dict[str, Any]:

@@ -62,6 +62,23 @@ def test_a_plugin_is_recorded_by_the_files_of_its_package(tmp_path, monkeypatch)
     assert json.loads(layout.plugins.read_text()) == after
 
 
+def test_a_gymnasium_env_of_your_own_is_recorded_too(tmp_path, monkeypatch):
+    """`env.name: "gymnasium:my_envs.arena:Arena-v0"`: the module that registers the env is
+    code of your own, as an algorithm's is."""
+    (tmp_path / "my_envs").mkdir()
+    files = {"my_envs/__init__.py": "", "my_envs/arena.py": "SIZE = 3\n"}
+    for path, text in files.items():
+        (tmp_path / path).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sources = {path: sha256(text) for path, text in files.items()}
+    env = {"env": {"name": "gymnasium:my_envs.arena:Arena-v0"}}
+    assert fingerprint(env) == {"modules": {"my_envs.arena": sources}}
+    both = {**env, "algorithm": {"name": "solo:solo"}}
+    assert list(fingerprint(both)["modules"]) == ["solo", "my_envs.arena"]
+    for registered in ("gymnasium:CartPole-v1", "pendulum", "mujoco:Hopper"):
+        assert fingerprint({"env": {"name": registered}}) == {"modules": {}}
+
+
 def test_the_stage_imports_neither_the_plugin_nor_torch(tmp_path):
     """The toy module imports torch at its top; the stage finds its file without running it."""
     (tmp_path / "params.yaml").write_text("algorithm: {name: 'toy_algorithm:toy'}\n")
