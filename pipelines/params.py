@@ -281,6 +281,26 @@ class SearchDimension(_Section):
         return [int(v) for v in ends] if self.type == "int" else ends
 
 
+class SearchTask(_Section):
+    """One env a multi-task study trains every trial on (`search.tasks`), and how its return
+    is normalised so that tasks of different reward scales average: score = (return - low) /
+    (high - low), e.g. low a random policy's return and high a reference's (a baseline's
+    mean), so 0 is random and 1 the reference."""
+
+    env: str = Field(min_length=1, description="the env's name, as env.name takes it")
+    low: float = Field(description="the return that scores 0 (e.g. a random policy's)")
+    high: float = Field(description="the return that scores 1 (e.g. a reference's mean)")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> SearchTask:
+        if self.high == self.low:
+            raise ValueError(f"{self.env}: high and low are both {self.low:g}: no scale")
+        return self
+
+    def score(self, value: float) -> float:
+        return (value - self.low) / (self.high - self.low)
+
+
 SEARCHABLE_SECTIONS = ("env", "policy", "algorithm", "trainer", "replay")
 
 
@@ -334,6 +354,12 @@ class SearchParams(_Section):
     )
     direction: Literal["maximize", "minimize"] = "maximize"
     seeds_per_trial: int = Field(1, ge=1)
+    tasks: list[SearchTask] = Field(
+        default_factory=list,
+        description="a study across tasks: every trial trains on each of these envs (each "
+        "seeds_per_trial times, env.name replaced, the rest of its config as for env.name), "
+        "and its value is the mean of the normalised scores (SearchTask); empty: env.name alone",
+    )
     storage: str | None = Field(
         None,
         description="null: the journal file outputs/search/journal.log; a path (no "
@@ -392,6 +418,14 @@ class SearchParams(_Section):
                 "optuna, a journal file's path, or null for the default journal file"
             ) from None
         return url
+
+    @model_validator(mode="after")
+    def _tasks_distinct(self) -> SearchParams:
+        envs = [task.env for task in self.tasks]
+        repeated = sorted({env for env in envs if envs.count(env) > 1})
+        if repeated:
+            raise ValueError(f"search.tasks names {', '.join(repeated)} more than once")
+        return self
 
     @model_validator(mode="after")
     def _grace_outlasts_heartbeat(self) -> SearchParams:

@@ -3,6 +3,9 @@
 Each trial applies `search.overrides` and its sampled values to the base params, validates
 the result exactly like `params.yaml` (`apply_values`), and trains with the same function
 as the `train` stage (`run_training`), `search.seeds_per_trial` times on consecutive seeds.
+With `search.tasks`, it trains on each of those envs in turn (env.name replaced), and its
+value is the mean of their normalised scores: defaults for a task family, chosen on some of
+its tasks and checked on others.
 Every evaluation is reported to the trial (its step is the evaluation's index within the
 trial); the pruner may stop it (`TrialPruned`). A trial whose loss, observation or reward
 goes non-finite ends FAILED and the study goes on.
@@ -53,7 +56,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,7 @@ from pipelines.params import (
     Params,
     SearchDimension,
     SearchParams,
+    SearchTask,
     apply_values,
     is_journal_path,
     set_path,
@@ -106,6 +110,7 @@ INTERRUPTED = "interrupted"  # user attribute of a trial a Ctrl-C failed: queued
 # User attribute of a trial that went on from a stopped trial's checkpoint: the seconds the
 # trials before it trained up to that checkpoint (its duration_s counts them).
 EARLIER_S = "earlier_s"
+TASK_SCORE = "score "  # user attributes of a multi-task trial: "score <env>" per task
 TRIAL_PROGRESS = "search_trial"  # a trial checkpoint's entry: seed, evaluations, reports
 # A running trial's checkpoint is rewritten at an evaluation at most this often: often enough
 # that a stop costs minutes of training, seldom enough that a large replay buffer costs little.
@@ -396,21 +401,20 @@ def objective(
             trial.set_user_attr(INFEASIBLE, infeasible)
             raise optuna.TrialPruned(infeasible)
         interval = search.eval_every_env_steps
-        if interval is not None:  # evaluate at the same env steps whatever the batch size
-            every = max(1, interval // cfg.steps_per_iter)
-            cfg = replace(cfg, trainer=replace(cfg.trainer, eval_every_iters=every))
-        resume = _resume_point(trial, checkpoints, cfg, note)
+        runs = _trial_runs(params, {**search.overrides, **values}, cfg)
+        resume = _resume_point(trial, checkpoints, [run.cfg for run in runs], note)
         restored: dict[str, Any] = resume[1] if resume is not None else {}
         started, earlier_s = time.monotonic(), float(restored.get("wall_s", 0.0))
         if earlier_s or trial.user_attrs.get(EARLIER_S):  # a retry copies its original's
             trial.set_user_attr(EARLIER_S, earlier_s)
         evaluations: int = restored.get("evaluations", 0)
         finals: list[float] = list(restored.get("finals", []))
-        for k in range(restored.get("seed_index", 0), search.seeds_per_trial):
-            # this seed's evaluations of the metric, in order
+        for k in range(restored.get("seed_index", 0), len(runs)):
+            # this run's evaluations of the metric (a task's: normalised), in order
             seen: list[float] = list(restored.get("seen", []))
-            seed_cfg = _seed_config(cfg, k)
-            # Each seed's reports follow the previous seed's (the pruner needs rising steps).
+            seed_cfg, task = runs[k].cfg, runs[k].task
+            scale = task.score if task is not None else float
+            # Each run's reports follow the previous run's (the pruner needs rising steps).
             offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
 
             def report(
@@ -419,23 +423,23 @@ def objective(
                 offset: int = offset,
                 seen: list[float] = seen,
                 k: int = k,
+                scale: Callable[[float], float] = scale,
             ) -> None:
                 nonlocal evaluations
                 if metric not in metrics:
                     return
-                seen.append(metrics[metric])
+                value = scale(metrics[metric])
+                seen.append(value)
                 stored = _check_still_running(trial)
                 step = offset + env_steps // interval if interval else evaluations
                 if step in stored.intermediate_values:
                     return  # the final evaluation, in the last periodic one's interval
-                trial.report(metrics[metric], step)
+                trial.report(value, step)
                 evaluations += 1
                 if note is not None:
-                    of = search.seeds_per_trial
-                    seed = f" (seed {k + 1} of {of})" if of > 1 else ""
                     note(
                         f"[search] trial {trial.number}: {search.objective} "
-                        f"{metrics[metric]:.4g} at {env_steps:,} env steps{seed}"
+                        f"{metrics[metric]:.4g} at {env_steps:,} env steps{runs[k].label}"
                     )
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
@@ -466,9 +470,13 @@ def objective(
             run_training(trainer, trainer.cfg.trainer.eval_every_iters or None, save)
             if metric not in trainer.last_eval:
                 raise SearchError(
-                    f"search.objective {search.objective!r}: {cfg.env.name} reports no {metric}"
+                    f"search.objective {search.objective!r}: {seed_cfg.env.name} reports no "
+                    f"{metric}"
                 )
             finals.append(statistics.fmean(seen[-search.objective_evals :]))
+            if task is not None:  # each task's score (mean over its seeds), for the reports
+                scores = [f for f, run in zip(finals, runs, strict=False) if run.task is task]
+                trial.set_user_attr(f"{TASK_SCORE}{task.env}", statistics.fmean(scores))
         _check_still_running(trial)
         return statistics.fmean(finals)
 
@@ -480,10 +488,44 @@ def _seed_config(cfg: ExperimentConfig, k: int) -> ExperimentConfig:
     return replace(cfg, trainer=replace(cfg.trainer, seed=cfg.trainer.seed + k))
 
 
+@dataclass(frozen=True)
+class TrialRun:
+    """One training of a trial: a seed of env.name, or of one of `search.tasks`."""
+
+    cfg: ExperimentConfig
+    task: SearchTask | None
+    label: str  # how progress lines name it ("" for a single run)
+
+
+def _trial_runs(params: Params, values: dict[str, Any], cfg: ExperimentConfig) -> list[TrialRun]:
+    """What a trial trains, in order: each task (or env.name alone) on each seed, with the
+    evaluation interval of `search.eval_every_env_steps`. `cfg` is the trial's config for
+    env.name; a task's is the same values applied with env.name replaced."""
+    search = params.search
+    tasks: list[SearchTask | None] = list(search.tasks) or [None]
+    runs = []
+    for task in tasks:
+        task_cfg = (
+            cfg
+            if task is None
+            else apply_values(params, {**values, "env.name": task.env}).experiment()
+        )
+        if search.eval_every_env_steps is not None:  # the same env steps whatever the batch
+            every = max(1, search.eval_every_env_steps // task_cfg.steps_per_iter)
+            task_cfg = replace(task_cfg, trainer=replace(task_cfg.trainer, eval_every_iters=every))
+        for k in range(search.seeds_per_trial):
+            words = [] if task is None else [task.env]
+            if search.seeds_per_trial > 1:
+                words.append(f"seed {k + 1} of {search.seeds_per_trial}")
+            label = f" ({', '.join(words)})" if words else ""
+            runs.append(TrialRun(_seed_config(task_cfg, k), task, label))
+    return runs
+
+
 def _resume_point(
     trial: optuna.Trial,
     checkpoints: Path | None,
-    cfg: ExperimentConfig,
+    run_cfgs: list[ExperimentConfig],
     note: Callable[[str], None] | None,
 ) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint a retry goes on from (the latest its retried trials saved) and the
@@ -498,7 +540,8 @@ def _resume_point(
         try:
             state = load_checkpoint(path)
             progress = state[TRIAL_PROGRESS]
-            if state["config_hash"] not in config_hashes(_seed_config(cfg, progress["seed_index"])):
+            index = progress["seed_index"]
+            if index >= len(run_cfgs) or state["config_hash"] not in config_hashes(run_cfgs[index]):
                 raise CheckpointError("it was written by another configuration")
         except (CheckpointError, KeyError) as exc:
             if note is not None:
@@ -934,9 +977,10 @@ def trial_seconds(trial: FrozenTrial) -> float | None:
 
 
 def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Path) -> None:
+    scores = [f"{TASK_SCORE}{task.env}" for task in search.tasks]
     columns = [
-        "number", "state", "value", *search.space, "evaluations", "duration_s", "worker",
-        "retry_of", "machine",
+        "number", "state", "value", *scores, *search.space, "evaluations", "duration_s",
+        "worker", "retry_of", "machine",
     ]  # fmt: skip
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, columns)
@@ -952,6 +996,7 @@ def _write_trials_csv(trials: list[FrozenTrial], search: SearchParams, path: Pat
             "retry_of": retry_of(t),
             "machine": t.user_attrs.get(MACHINE),
         }
+        row |= {score: t.user_attrs.get(score) for score in scores}
         row |= {k: json.dumps(v) for k, v in trial_values(t, search.space).items()}
         writer.writerow(row)
     write_text(path, buffer.getvalue())
@@ -988,9 +1033,15 @@ def _write_plots(study: optuna.Study, out: Path, html_dir: Path) -> list[str]:
 
 
 def _objective_words(search: SearchParams) -> str:
-    if search.objective_evals == 1:
-        return f"final evaluation {search.objective}"
-    return f"{search.objective}, mean of the last {search.objective_evals} evaluations"
+    words = (
+        f"final evaluation {search.objective}"
+        if search.objective_evals == 1
+        else f"{search.objective}, mean of the last {search.objective_evals} evaluations"
+    )
+    if search.tasks:
+        names = ", ".join(task.env for task in search.tasks)
+        words = f"mean over {len(search.tasks)} tasks ({names}) of the normalised {words}"
+    return words
 
 
 def _summary_markdown(
@@ -1039,6 +1090,12 @@ def _summary_markdown(
             "(`best_params.yaml`).",
             "",
         ]
+        if search.tasks:
+            per_task = ", ".join(
+                f"{task.env} {best.user_attrs.get(TASK_SCORE + task.env, float('nan')):.3g}"
+                for task in search.tasks
+            )
+            lines += [f"Its score per task (0: `low`, 1: `high`): {per_task}.", ""]
     if best is not None and own_file:
         lines += [
             "This study ran from its own params file, not the project's `params.yaml`. To "

@@ -846,3 +846,55 @@ def test_a_final_evaluation_inside_the_last_reported_interval_is_not_reported_tw
     assert not [w for w in caught if "already reported" in str(w.message)]
     (trial,) = open_study(params, layout).get_trials()
     assert sorted(trial.intermediate_values) == [1, 2]
+
+
+def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path, monkeypatch):
+    """With `search.tasks` every trial trains on each task (env.name replaced) and its value
+    is the mean of the tasks' normalised final returns."""
+    tasks = [
+        {"env": "cartpole", "low": 20.0, "high": 500.0},
+        {"env": "pendulum", "low": -1500.0, "high": -200.0},
+    ]
+    data = with_search(n_trials=2, pruner="none", tasks=tasks)
+    params, layout = parse_params(data), Layout(tmp_path)
+    real_run = search_module.run_training
+    finals: list[tuple[str, float]] = []  # (env, final return) of each training, in order
+
+    def recorded(trainer, *args, **kwargs):
+        reached = real_run(trainer, *args, **kwargs)
+        finals.append((trainer.cfg.env.name, trainer.last_eval["eval/episode_return"]))
+        return reached
+
+    monkeypatch.setattr(search_module, "run_training", recorded)
+    search(params, layout)
+
+    assert [env for env, _ in finals] == ["cartpole", "pendulum"] * 2
+    trials = open_study(params, layout).trials
+    for trial, runs in zip(trials, (finals[:2], finals[2:]), strict=True):
+        (_, cartpole), (_, pendulum) = runs
+        scores = [(cartpole - 20.0) / 480.0, (pendulum + 1500.0) / 1300.0]
+        assert trial.user_attrs["score cartpole"] == pytest.approx(scores[0])
+        assert trial.user_attrs["score pendulum"] == pytest.approx(scores[1])
+        assert trial.value == pytest.approx(sum(scores) / 2)
+    rows = read_trials(layout)
+    assert float(rows[1]["score pendulum"]) == pytest.approx(
+        open_study(params, layout).trials[1].user_attrs["score pendulum"]
+    )
+    summary = (layout.search_reports / "summary.md").read_text()
+    assert "mean over 2 tasks (cartpole, pendulum) of the normalised" in summary
+    assert "Its score per task" in summary
+
+
+@pytest.mark.parametrize(
+    "tasks, words",
+    [
+        ([{"env": "cartpole", "low": 1.0, "high": 1.0}], "no scale"),
+        (
+            [{"env": "cartpole", "low": 0, "high": 1}, {"env": "cartpole", "low": 0, "high": 2}],
+            "more than once",
+        ),
+    ],
+)
+def test_search_tasks_bad_input_is_refused_in_one_line(tasks, words):
+    with pytest.raises(ParamsError, match=words):
+        parse_params(with_search(tasks=tasks))
