@@ -52,12 +52,16 @@ from benchmarks import common
 from benchmarks.common import BENCHMARK_PACKAGES, base_parser, mean_std, setup, verdict
 from benchmarks.env_defaults import EVAL_EPISODES, env_name, experiment, run_ours, run_sb3
 from pipelines.files import write_json
+from rlcore.config import EnvConfig
+from rlcore.envs import make_env
+from rlcore.envs.traits import EnvTraits, measure_traits
 from rlcore.presets import DISCRETE_CLASSIC, MUJOCO_SUITE, env_family
 from rlcore.runtime import provenance
 
 MUJOCO = tuple(f"{name}-v5" for name in MUJOCO_SUITE)
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
 RANDOM_EPISODES = 10
+TRAIT_ENVS = 4  # env instances of the traits' random rollout
 RESAMPLES = 2_000
 IMPLS = ("ours", "sb3")
 # SB3's defaults that set a probe's size: PPO's n_steps; SAC's learning_starts, then 1,000.
@@ -366,6 +370,30 @@ def print_tasks(tasks: Sequence[Task], seeds: int) -> None:
         )
 
 
+def env_traits(env_id: str) -> dict[str, Any]:
+    """The task's traits (`rlcore.envs.traits`) as JSON: what a family split may read."""
+    env = make_env(EnvConfig(env_name(env_id), num_envs=TRAIT_ENVS))
+    try:
+        return dataclasses.asdict(measure_traits(env))
+    finally:
+        env.close()
+
+
+def print_traits(tasks: Sequence[Task], traits: dict[str, dict[str, Any]]) -> None:
+    """Per task its traits beside ours' score: where the defaults fail, what those envs share."""
+    print("| task | obs | actions | episodes end | random reward per step | ours' score |")
+    print("|---|---|---|---|---|---|")
+    for task in tasks:
+        t = EnvTraits(**traits[task.env])
+        ends = "early (terminated)" if t.terminates_early else "at the time limit"
+        kind = "discrete" if t.discrete else "continuous"
+        score = float(np.mean(task.scores("ours"))) if task.scored() else math.nan
+        print(
+            f"| {task.env} | {t.obs_size} | {t.action_size} {kind} | {ends} | "
+            f"{t.reward_mean:.3g} ± {t.reward_std:.3g} | {score:.2f} |"
+        )
+
+
 def print_aggregates(tasks: Sequence[Task], rng: np.random.Generator) -> dict[str, Any]:
     """The aggregates of the MuJoCo tasks, the classic-control ones and the whole suite."""
     groups = {
@@ -456,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     tasks = collect(jobs, args.results, randoms)
     print()
     print_tasks(tasks, len(args.seeds))
+    print()
+    print_traits(tasks, cached(args.results / "traits.json", envs, env_traits))
     aggregates = print_aggregates(tasks, np.random.default_rng(0))
     print_gaps(jobs, args.results, tasks)
     common.write_json(args.json, meta, {"tasks": [dataclasses.asdict(t) for t in tasks],

@@ -198,6 +198,10 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     out = capsys.readouterr().out
     assert "| CartPole-v1 (2,048) |" in out
     assert "| classic control (1) |" in out
+    # Its traits, measured once and cached: 4 observations, 2 choices, a pole that falls.
+    assert "| CartPole-v1 | 4 | 2 discrete | early (terminated) | 1 ± 0 |" in out
+    traits = json.loads((tmp_path / "traits.json").read_text())["CartPole-v1"]
+    assert traits["terminates_early"] and traits["max_episode_steps"] == 500
     summary = json.loads((tmp_path / "suite.json").read_text())
     assert set(summary["tasks"][0]["returns"]) == {"ours", "sb3"}
     main(argv)
