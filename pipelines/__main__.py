@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines import lifeline
+from pipelines.stages import lifeline
 
 lifeline.hold_parent()  # under DVC, before the slow imports: a `dvc` killed meanwhile counts
 
-import pipelines.progress  # noqa: E402, F401 (its clock times the stage's start-up)
+import pipelines.stages.progress  # noqa: E402, F401 (its clock times the stage's start-up)
 from pipelines.layout import Layout  # noqa: E402
 
 if TYPE_CHECKING:
@@ -60,22 +60,22 @@ EXIT_CODES = "Exit codes: 0 done, 1 the stage failed (one line on stderr), 2 inv
 def _stage(name: str) -> Callable[..., object]:
     # Imported on demand: each stage pays only for what it uses (torch, imageio, matplotlib).
     if name == "train":
-        from pipelines.train import train
+        from pipelines.stages.train import train
 
         return train
     if name == "evaluate":
-        from pipelines.evaluate import evaluate
+        from pipelines.stages.evaluate import evaluate
 
         return evaluate
     if name == "video":
-        from pipelines.video import record
+        from pipelines.stages.video import record
 
         return record
     if name == "collect":
-        from pipelines.collect import collect
+        from pipelines.stages.collect import collect
 
         return collect
-    from pipelines.report import report
+    from pipelines.stages.report import report
 
     return report
 
@@ -101,7 +101,7 @@ def _guarded(
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
         return 2
-    from pipelines.lifeline import (
+    from pipelines.stages.lifeline import (
         OrphanedError,
         RunLockedError,
         Terminated,
@@ -138,8 +138,8 @@ def _guarded(
 
 def _stage_errors() -> tuple[type[Exception], ...]:
     from pipelines.files import OutputError
-    from pipelines.launch import LaunchError
-    from pipelines.report import SeedResultsError
+    from pipelines.stages.launch import LaunchError
+    from pipelines.stages.report import SeedResultsError
     from rlcore.errors import (  # torch-free: the report stage never imports torch
         CheckpointError,
         CompileUnavailableError,
@@ -165,7 +165,7 @@ def _stage_errors() -> tuple[type[Exception], ...]:
 
 def _search_errors() -> tuple[type[Exception], ...]:
     from pipelines.files import OutputError
-    from pipelines.search import SearchError
+    from pipelines.search.study import SearchError
     from rlcore.errors import CompileUnavailableError, ConfigError, MissingExtraError
 
     return (SearchError, CompileUnavailableError, ConfigError, MissingExtraError, OutputError)
@@ -207,7 +207,7 @@ def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
                 f"--seed {seed} is not one of {params_path}'s seeds {params.seeds}"
             )
         if name == "train" and params.runtime.processes > 1 and not _under_torchrun():
-            from pipelines.launch import launch_local
+            from pipelines.stages.launch import launch_local
 
             argv = ["-m", "pipelines", "train", "--params", str(params_path)]
             if seed is not None:
@@ -252,8 +252,8 @@ def run_search(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     def run(params: Params) -> None:
-        from pipelines.lifeline import die_with_parent
-        from pipelines.search import run_worker, search
+        from pipelines.search.study import run_worker, search
+        from pipelines.stages.lifeline import die_with_parent
 
         layout = Layout().for_search_params(args.params, params.search.study_name)
         if args.worker is not None:
@@ -279,17 +279,17 @@ def run_search(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "flow":
-        from pipelines.flows import flow_main
+        from pipelines.orchestration.flows import flow_main
 
         return flow_main(argv[1:])
     if argv and argv[0] == "search":
         return run_search(argv[1:])
     if argv and argv[0] == "serve":
-        from pipelines.serve import serve_main
+        from pipelines.orchestration.serve import serve_main
 
         return serve_main(argv[1:])
     if argv and argv[0] == "deploy":
-        from pipelines.deploy import deploy_main
+        from pipelines.orchestration.deploy import deploy_main
 
         return deploy_main(argv[1:])
     if argv and argv[0] == "import-config":
@@ -297,15 +297,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return import_config_main(argv[1:])
     if argv and argv[0] == "compare":
-        from pipelines.compare import compare_main
+        from pipelines.compare.page import compare_main
 
         return compare_main(argv[1:])
     if argv and argv[0] == "baseline":
-        from pipelines.baseline import baseline_main
+        from pipelines.orchestration.baseline import baseline_main
 
         return baseline_main(argv[1:])
     if argv and argv[0] == "plugins":  # reads algorithm.name alone: no params model, no torch
-        from pipelines.plugins import plugins_main
+        from pipelines.stages.plugins import plugins_main
 
         return plugins_main(argv[1:])
     if argv and argv[0] == "params":

@@ -67,7 +67,7 @@ class Layout:
 
     @property
     def plugins(self) -> Path:
-        """The source hashes of an algorithm of your own (`pipelines.plugins`); train
+        """The source hashes of an algorithm of your own (`pipelines.stages.plugins`); train
         depends on it. In git, beside the metrics it explains."""
         return self.root / "metrics" / "plugins.json"
 
@@ -81,7 +81,8 @@ class Layout:
 
     @property
     def best_checkpoint(self) -> Path:
-        """The policy of the best evaluation during training (`pipelines.train.BestPolicy`)."""
+        """The policy of the best evaluation during training
+        (`pipelines.stages.train.BestPolicy`)."""
         return self.checkpoints / "best.pt"
 
     def checkpoint(self, which: str) -> Path:
@@ -108,7 +109,7 @@ class Layout:
 
     @property
     def live_metrics(self) -> Path:
-        """DVCLive's directory: every iteration's metrics (`pipelines.telemetry`)."""
+        """DVCLive's directory: every iteration's metrics (`pipelines.stages.telemetry`)."""
         return self.seed_metrics / str(self.seed) / "live"
 
     @property
@@ -119,7 +120,7 @@ class Layout:
 
     @property
     def train_lock(self) -> Path:
-        """Held by the seed's running trainer (`pipelines.lifeline.run_lock`)."""
+        """Held by the seed's running trainer (`pipelines.stages.lifeline.run_lock`)."""
         return self.root / "outputs" / "seeds" / str(self.seed) / "train.lock"
 
     @property
@@ -128,7 +129,7 @@ class Layout:
         return self.root / "outputs" / "tensorboard"
 
     def tensorboard(self, run: str) -> Path:
-        """TensorBoard event files of `run` (`pipelines.telemetry.tensorboard_run`) for this
+        """TensorBoard event files of `run` (`pipelines.stages.telemetry.tensorboard_run`) for this
         seed."""
         return self.tensorboard_runs / run / f"seed_{self.seed}"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.train import train
+from pipelines.stages.train import train
 from rlcore.distributed import Distributed
 from rlcore.trainer import Trainer
 

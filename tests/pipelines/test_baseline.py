@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.baseline import BaselineError, restore_baseline
+from pipelines.orchestration.baseline import BaselineError, restore_baseline
 
 
 def git(root, *args, env):

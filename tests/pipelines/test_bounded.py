@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.aggregate import parse_eval_metrics
 from pipelines.bounded import MAX_DEPTH, BoundedInputError, load_json, load_yaml, read_text
+from pipelines.compare.aggregate import parse_eval_metrics
+from pipelines.compare.runs import RunSource, load_run
 from pipelines.params import ParamsError, load_params
-from pipelines.runs import RunSource, load_run
 
 REPO = Path(__file__).resolve().parents[2]
 ALIAS_LINE = "YAML anchors and aliases (&name, *name) are not accepted; write the values out"

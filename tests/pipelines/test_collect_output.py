@@ -11,11 +11,11 @@ import pytest
 import torch
 import yaml
 
-import pipelines.collect
-from pipelines.collect import collect
+import pipelines.stages.collect
 from pipelines.files import OutputError
 from pipelines.layout import Layout
 from pipelines.params import parse_params
+from pipelines.stages.collect import collect
 from rlcore.datasets import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def test_an_output_that_is_not_ours_is_refused_before_any_rollout(
     def no_env(*args, **kwargs):
         raise AssertionError("the env was built before the output was checked")
 
-    monkeypatch.setattr(pipelines.collect, "make_env", no_env)
+    monkeypatch.setattr(pipelines.stages.collect, "make_env", no_env)
     output = output.format(outside=repo.parent / "outside")
     before = snapshot(repo.parent)
     with pytest.raises(OutputError, match=rf"^collect\.output: .*{message}") as err:

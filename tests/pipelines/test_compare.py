@@ -8,12 +8,12 @@ import subprocess
 import pytest
 import yaml
 
-from pipelines.aggregate import machine_line
-from pipelines.compare import compare, differing_params, flatten
-from pipelines.evaluate import evaluate
+from pipelines.compare.aggregate import machine_line
+from pipelines.compare.page import compare, differing_params, flatten
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.train import train
+from pipelines.stages.evaluate import evaluate
+from pipelines.stages.train import train
 
 TINY = {
     "name": "tiny",
@@ -205,7 +205,7 @@ def test_param_differences_treat_missing_keys_and_lists_as_values():
 
 
 def test_band_starts_where_every_seed_has_started_and_holds_seeds_that_ended():
-    from pipelines.aggregate import band
+    from pipelines.compare.aggregate import band
 
     seed_a = [{"t": 1.0, "r": 10.0}, {"t": 3.0, "r": 30.0}, {"t": 5.0, "r": 50.0}]
     seed_b = [{"t": 2.0, "r": 0.0}, {"t": 4.0, "r": 20.0}]  # stopped early

@@ -171,8 +171,8 @@ def test_the_nightly_regression_check_judges_fresh_seeds_and_leaves_the_workspac
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from pipelines import flows
-    from pipelines.regression import worse_p
+    from pipelines.compare.regression import worse_p
+    from pipelines.orchestration import flows
 
     root, env = project
     run([sys.executable, "-m", "pipelines", "baseline"], root, env)  # after earlier tests

@@ -36,8 +36,8 @@ from prefect.client.schemas.objects import FlowRun, TaskRun
 from prefect.exceptions import ObjectNotFound
 from prefect.logging.handlers import APILogHandler
 
-from pipelines import flows
-from pipelines.portable_markdown import portable
+from pipelines.orchestration import flows
+from pipelines.orchestration.portable_markdown import portable
 
 T = TypeVar("T")
 DVC = [sys.executable, "-m", "dvc"]
@@ -323,7 +323,7 @@ def test_serve_registers_the_schedule_and_a_scheduled_run_completes(
 ):
     project = make_project(tmp_path)
     env = {**ENV, "PREFECT_API_URL": prefect_api_url, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
-    serve = "from pipelines.serve import serve_main; raise SystemExit(serve_main())"
+    serve = "from pipelines.orchestration.serve import serve_main; raise SystemExit(serve_main())"
     argv = [sys.executable, "-c", serve, "--project-dir", str(project), "--interval-seconds", "2"]
     # Started as a shell starts a background job (`serve &`): with SIGINT ignored.
     ignore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
@@ -458,7 +458,7 @@ def test_a_deployment_on_a_work_pool_runs_in_a_workers_own_clone(
     deployment there (B's stages, B's outputs), and the artifacts are published."""
     from prefect.client.schemas.actions import WorkPoolCreate
 
-    from pipelines.deploy import deploy_main
+    from pipelines.orchestration.deploy import deploy_main
 
     (tmp_path / "a").mkdir()
     first = make_project(tmp_path / "a")

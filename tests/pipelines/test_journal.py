@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from optuna.study import StudyDirection
 
-from pipelines.journal import journal_storage, recover_journal
+from pipelines.search.journal import journal_storage, recover_journal
 
 
 def test_a_clean_journal_is_left_alone(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.lifeline import RunLockedError, _start_time, run_lock
+from pipelines.stages.lifeline import RunLockedError, _start_time, run_lock
 
 REPO = Path(__file__).resolve().parents[2]
 # Long enough never to finish while a test watches it.
@@ -67,7 +67,7 @@ def test_the_run_lock_names_its_holder_and_dies_with_it(tmp_path):
         pass
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from pipelines.lifeline import run_lock\n"
+         "from pipelines.stages.lifeline import run_lock\n"
          f"with run_lock(Path({str(path)!r}), 'x'):\n print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

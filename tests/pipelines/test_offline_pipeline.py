@@ -111,10 +111,10 @@ def test_sac_misuse_is_one_line_before_any_training(tmp_path, changes, line):
 
 
 def test_collect_records_the_trained_policy_of_the_first_seed(tmp_path):
-    from pipelines.collect import collect
     from pipelines.layout import Layout
     from pipelines.params import parse_params
-    from pipelines.train import train
+    from pipelines.stages.collect import collect
+    from pipelines.stages.train import train
 
     params = parse_params(
         {

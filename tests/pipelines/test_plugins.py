@@ -14,7 +14,7 @@ import yaml
 
 from benchmarks.common import merged, scratch_project
 from pipelines.layout import Layout
-from pipelines.plugins import fingerprint, record_plugins
+from pipelines.stages.plugins import fingerprint, record_plugins
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "tests" / "rlcore" / "algos" / "plugins" / "toy_algorithm.py"

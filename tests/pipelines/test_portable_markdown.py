@@ -5,8 +5,8 @@ import base64
 
 from markdown_it import MarkdownIt
 
-from pipelines import portable_markdown
-from pipelines.portable_markdown import portable
+from pipelines.orchestration import portable_markdown
+from pipelines.orchestration.portable_markdown import portable
 
 
 def blocks(text: str) -> list[str]:

@@ -1,7 +1,7 @@
 import io
 import re
 
-from pipelines.progress import Progress, StopTarget, format_rate
+from pipelines.stages.progress import Progress, StopTarget, format_rate
 
 
 class Terminal(io.StringIO):

@@ -5,8 +5,8 @@ from datetime import date, datetime
 
 import pytest
 
-from pipelines.aggregate import SeedRun
-from pipelines.regression import (
+from pipelines.compare.aggregate import SeedRun
+from pipelines.compare.regression import (
     fresh_seeds,
     judge,
     nightly_name,
@@ -14,7 +14,7 @@ from pipelines.regression import (
     verdict_markdown,
     worse_p,
 )
-from pipelines.runs import Run, RunSource
+from pipelines.compare.runs import Run, RunSource
 
 STOPPING = {"trainer": {"stop_at_eval_success": 0.9, "stop_at_eval_return": None}}
 

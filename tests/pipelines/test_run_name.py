@@ -7,7 +7,7 @@ import subprocess
 import yaml
 
 from pipelines.params import parse_params
-from pipelines.run_name import MAX_NAME, run_name
+from pipelines.stages.run_name import MAX_NAME, run_name
 
 COMMITTED = {
     "name": "tiny",

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-import pipelines.search as search_module
-from pipelines.aggregate import machine_line
+import pipelines.search.study as search_module
+from pipelines.compare.aggregate import machine_line
 from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
-from pipelines.search import open_study, search
+from pipelines.search.study import open_study, search
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import provenance
 
@@ -392,7 +392,7 @@ def test_a_journal_path_that_names_no_file_is_one_line(path):
 
 
 def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
-    from pipelines.search import SearchError, journal_path
+    from pipelines.search.study import SearchError, journal_path
 
     project, outside = tmp_path / "project", tmp_path / "shared" / "tiny.log"
     data = with_search(storage="../shared/tiny.log")

@@ -1,4 +1,4 @@
-"""The search through an outage of its PostgreSQL server (`pipelines.database`).
+"""The search through an outage of its PostgreSQL server (`pipelines.search.database`).
 
 A real server (`postgres_server.py`) is stopped and started again on the same port while
 a 3-process search runs: the search waits for it and completes its study, no trial lost or
@@ -22,11 +22,11 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 from sqlalchemy.exc import OperationalError
 
-from pipelines import database
-from pipelines.database import CREATION, OutageTolerantStorage, database_storage
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.search import open_study, retry_of
+from pipelines.search import database
+from pipelines.search.database import CREATION, OutageTolerantStorage, database_storage
+from pipelines.search.study import open_study, retry_of
 
 pytest.importorskip("pgserver", reason="the dev extra installs pgserver (PostgreSQL)")
 pytest.importorskip("psycopg", reason="the dev extra installs psycopg")

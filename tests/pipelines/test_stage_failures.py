@@ -12,7 +12,7 @@ import pipelines.files
 from pipelines.__main__ import main
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.train import train
+from pipelines.stages.train import train
 from rlcore.checkpoint import load_checkpoint, save_checkpoint
 from rlcore.envs import CartPole
 

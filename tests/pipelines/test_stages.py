@@ -6,12 +6,12 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from pipelines.evaluate import evaluate
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.report import report
-from pipelines.train import train
-from pipelines.video import record, tile
+from pipelines.stages.evaluate import evaluate
+from pipelines.stages.report import report
+from pipelines.stages.train import train
+from pipelines.stages.video import record, tile
 from rlcore.checkpoint import load_checkpoint
 from rlcore.config import TrainerConfig
 from rlcore.runtime import cpu_model
@@ -245,8 +245,8 @@ def test_best_checkpoint_holds_the_policy_of_the_best_evaluation(tmp_path):
 def test_the_train_bar_counts_down_to_the_stop_target_its_evaluations_head_for():
     import io
 
-    from pipelines.progress import Progress, StopTarget
-    from pipelines.train import Curve
+    from pipelines.stages.progress import Progress, StopTarget
+    from pipelines.stages.train import Curve
 
     now = [0.0]
     out = io.StringIO()
@@ -265,7 +265,7 @@ def test_the_train_bar_counts_down_to_the_stop_target_its_evaluations_head_for()
 
 
 def test_the_report_says_the_budget_training_runs_in_whole_iterations():
-    from pipelines.report import _budget
+    from pipelines.stages.report import _budget
 
     rounded = parse_params({**TINY, "trainer": {**TINY["trainer"], "total_env_steps": 1000}})
     assert _budget(rounded) == (
@@ -286,8 +286,8 @@ def test_no_value_in_the_report_starts_a_line_where_it_would_read_as_markup():
     Markdown (the video paragraph once ended a line before its seed: seed 1 made a list)."""
     from markdown_it import MarkdownIt
 
-    from pipelines.aggregate import SeedRun
-    from pipelines.report import render_report
+    from pipelines.compare.aggregate import SeedRun
+    from pipelines.stages.report import render_report
 
     params = parse_params({**TINY, "seeds": [1]})
     seed = SeedRun(1, train={"env_steps": 768.0}, evaluation={"return_mean": 9.0, "episodes": 5})
@@ -297,8 +297,8 @@ def test_no_value_in_the_report_starts_a_line_where_it_would_read_as_markup():
 
 
 def test_the_curve_shows_success_where_the_env_reports_it():
-    from pipelines.aggregate import SeedRun
-    from pipelines.report import _curve_metric
+    from pipelines.compare.aggregate import SeedRun
+    from pipelines.stages.report import _curve_metric
 
     nan = float("nan")
     cartpole = [{"env_steps": 1.0, "eval_return": 9.0, "eval_success_rate": nan}]
@@ -314,7 +314,7 @@ def test_agent_view_shows_the_actors_newest_frame_beside_the_scene():
     """Each camera image the actor reads is scaled to the frame size by nearest neighbour:
     every camera pixel becomes a sharp block; a stacked image shows its newest frame, a
     gray one in gray."""
-    from pipelines.video import agent_view
+    from pipelines.stages.video import agent_view
 
     rgb = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
     stacked = torch.cat([torch.zeros_like(rgb), rgb], dim=1)  # 2 frames: the newest last

@@ -15,5 +15,5 @@ def test_the_report_stage_and_the_error_handling_import_no_torch():
     modules = imported_after(
         "from pipelines.__main__ import _stage, _stage_errors\n_stage_errors()\n_stage('report')"
     )
-    assert "pipelines.report" in modules
+    assert "pipelines.stages.report" in modules
     assert "torch" not in modules and "tensordict" not in modules

@@ -11,8 +11,8 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.telemetry import Telemetry
-from pipelines.train import train
+from pipelines.stages.telemetry import Telemetry
+from pipelines.stages.train import train
 from rlcore.trainer import Trainer
 
 TINY = {

@@ -7,7 +7,7 @@ DVCLive writes a TSV per metric under `plots/metrics/` and the latest values in
 outputs (`dvc.yaml` declares it as the stage's plots and metrics, for `dvc plots show` and
 `dvc exp show`), so a failed run never replaces the last complete run's.
 TensorBoard event files go to `outputs/tensorboard/<run>/seed_<S>/`, `<run>` being the
-experiment and the params it changes (`pipelines.run_name`: `astir-lore__algorithm.ppo.lr=
+experiment and the params it changes (`pipelines.stages.run_name`: `astir-lore__algorithm.ppo.lr=
 0.001`): `tensorboard --logdir outputs/tensorboard` shows every seed of every run. A run
 never replaces an earlier one's events: a new run of the same name writes `<run>__run2/`
 (then 3, ...) beside them; a resumed run continues the directory it was writing. Each run

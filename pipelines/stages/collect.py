@@ -20,7 +20,7 @@ import gymnasium.spaces as spaces
 from pipelines.files import OutputError, StagedOutputs, check_writable, require
 from pipelines.layout import Layout
 from pipelines.params import Params
-from pipelines.progress import Progress
+from pipelines.stages.progress import Progress
 from rlcore.datasets import (
     DatasetError,
     check_replaceable,

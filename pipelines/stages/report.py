@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.aggregate import (
+from pipelines.compare.aggregate import (
     CARRIED,
     FINAL_METRICS,
     SeedRun,
@@ -19,10 +19,10 @@ from pipelines.aggregate import (
     where_trained,
     workspace_reader,
 )
+from pipelines.compare.plots import plot_bands
 from pipelines.files import StagedOutputs
 from pipelines.layout import Layout
 from pipelines.params import Params
-from pipelines.plots import plot_bands
 
 
 class SeedResultsError(ValueError):

@@ -19,7 +19,7 @@ from tensordict import TensorDict
 from pipelines.files import OutputError, StagedOutputs, require, shown_output
 from pipelines.layout import Layout
 from pipelines.params import Params
-from pipelines.progress import Progress
+from pipelines.stages.progress import Progress
 from rlcore.envs import make_env
 from rlcore.envs.base import BatchedEnv, StepSlot
 from rlcore.runtime import configure_cpu

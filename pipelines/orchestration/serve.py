@@ -28,7 +28,7 @@ from prefect.settings import PREFECT_API_URL
 from prefect.types.entrypoint import EntrypointType
 from pydantic import ValidationError
 
-from pipelines.flows import checked_params, experiment_flow, regression_flow
+from pipelines.orchestration.flows import checked_params, experiment_flow, regression_flow
 from pipelines.params import ScheduleParams
 
 START_SERVER = (

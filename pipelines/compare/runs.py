@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.aggregate import Reader, SeedRun, load_seeds, workspace_reader
 from pipelines.bounded import BoundedInputError, load_yaml
+from pipelines.compare.aggregate import Reader, SeedRun, load_seeds, workspace_reader
 from pipelines.layout import Layout
 
 WORKSPACE = "workspace"

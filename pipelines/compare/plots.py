@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.aggregate import CARRIED, Band
+from pipelines.compare.aggregate import CARRIED, Band
 from pipelines.files import atomic_path
 
 FIGURE_INCHES = (8.0, 4.5)

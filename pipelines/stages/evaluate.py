@@ -7,7 +7,7 @@ import time
 from pipelines.files import check_writable, require, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params
-from pipelines.progress import Progress
+from pipelines.stages.progress import Progress
 from rlcore.envs import make_env
 from rlcore.evaluate import run_episodes
 from rlcore.runtime import configure_cpu

@@ -22,14 +22,14 @@ A running trial saves its training at an evaluation (at most every
 killed worker stopped goes on from there when that file is on its machine.
 
 A worker that dies leaves its trial RUNNING. In a database, trials send heartbeats
-(`pipelines.database`): any worker fails a trial whose heartbeat stopped and runs it again,
+(`pipelines.search.database`): any worker fails a trial whose heartbeat stopped and runs it again,
 and workers whose study is full wait for the other workers' last trials so that none is
 lost. The journal has no heartbeat, so trials left RUNNING are marked FAILED when a search
 starts (not when it joins: `--join`); the journal's stale lock and torn last write, if the
-kill left any, are repaired then too (`pipelines.journal`).
+kill left any, are repaired then too (`pipelines.search.journal`).
 
 A database that stops answering (a restart, a failover) is waited for, up to
-`search.db_outage_s`, by every process of the search (`pipelines.database`): trials go on
+`search.db_outage_s`, by every process of the search (`pipelines.search.database`): trials go on
 when it is back. After that long the search stops in one line (its workers quietly, the
 search for them), and a new search resumes the study.
 
@@ -66,17 +66,9 @@ import yaml
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
-from pipelines.aggregate import machine_line
-from pipelines.database import (
-    DatabaseUnreachable,
-    StorageError,
-    database_gone,
-    database_storage,
-)
+from pipelines.compare.aggregate import machine_line
 from pipelines.files import atomic_path, write_json, write_text
-from pipelines.journal import journal_storage, recover_journal
 from pipelines.layout import Layout
-from pipelines.lifeline import SEARCH_PID_ENV
 from pipelines.params import (
     Params,
     SearchDimension,
@@ -86,8 +78,16 @@ from pipelines.params import (
     is_journal_path,
     set_path,
 )
-from pipelines.progress import Progress
-from pipelines.train import run_training
+from pipelines.search.database import (
+    DatabaseUnreachable,
+    StorageError,
+    database_gone,
+    database_storage,
+)
+from pipelines.search.journal import journal_storage, recover_journal
+from pipelines.stages.lifeline import SEARCH_PID_ENV
+from pipelines.stages.progress import Progress
+from pipelines.stages.train import run_training
 from rlcore.checkpoint import CheckpointError, config_hashes, load_checkpoint
 from rlcore.config import ExperimentConfig
 from rlcore.envs import make_env

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.aggregate import (
+from pipelines.compare.aggregate import (
     CARRIED,
     FINAL_METRICS,
     Band,
@@ -39,10 +39,10 @@ from pipelines.aggregate import (
     summarize,
     where_trained,
 )
+from pipelines.compare.plots import plot_bands
+from pipelines.compare.runs import Run, RunSelectionError, load_runs, select_sources
 from pipelines.files import write_text
 from pipelines.layout import Layout
-from pipelines.plots import plot_bands
-from pipelines.runs import Run, RunSelectionError, load_runs, select_sources
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ Registers two deployments on an existing process work pool, so that workers on a
 
 Neither names a project directory: a worker's flow runs use the clone in
 `RLPLATFORM_PROJECT_DIR` (set it when starting the worker), else the worker's working
-directory. The flows are found by module path (`pipelines.flows`), so the worker's venv
-must have this package installed (`make setup` in its clone).
+directory. The flows are found by module path (`pipelines.orchestration.flows`), so the
+worker's venv must have this package installed (`make setup` in its clone). Deployments made
+before the flows moved here name their old module (`pipelines.flows`), which no
+longer exists: deploy them again (`python -m pipelines deploy`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,14 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
 
-from pipelines.flows import PROJECT_DIR_ENV, checked_params, experiment_flow, regression_flow
+from pipelines.orchestration.flows import (
+    PROJECT_DIR_ENV,
+    checked_params,
+    experiment_flow,
+    regression_flow,
+)
+from pipelines.orchestration.serve import describe_schedule, server_problem
 from pipelines.params import ScheduleParams
-from pipelines.serve import describe_schedule, server_problem
 
 
 def pool_problem(pool: str) -> str | None:

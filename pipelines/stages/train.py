@@ -26,11 +26,11 @@ from typing import Any
 
 from pipelines.files import StagedOutputs, remove_stale_temporaries
 from pipelines.layout import Layout
-from pipelines.lifeline import run_lock
 from pipelines.params import Params
-from pipelines.progress import Progress, StopTarget, startup_seconds
-from pipelines.run_name import run_name, train_params
-from pipelines.telemetry import Telemetry, fan_out, tensorboard_run
+from pipelines.stages.lifeline import run_lock
+from pipelines.stages.progress import Progress, StopTarget, startup_seconds
+from pipelines.stages.run_name import run_name, train_params
+from pipelines.stages.telemetry import Telemetry, fan_out, tensorboard_run
 from rlcore.checkpoint import CheckpointError, config_hash, save_checkpoint
 from rlcore.distributed import process_group_from_env
 from rlcore.runtime import configure_cpu, provenance

@@ -10,7 +10,7 @@ Usage:
     python -m pipelines flow --regression
     python -m pipelines flow --compare [RUN ...]
 
-The schedule that re-runs this flow lives in `pipelines/serve.py`.
+The schedule that re-runs this flow lives in `pipelines/orchestration/serve.py`.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 
 from pipelines.bounded import BoundedInputError, load_json, read_text
+from pipelines.compare.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
 from pipelines.layout import Layout
-from pipelines.lifeline import kill_with_parent
+from pipelines.orchestration.portable_markdown import portable
 from pipelines.params import Params, load_params
-from pipelines.portable_markdown import portable
-from pipelines.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
+from pipelines.stages.lifeline import kill_with_parent
 
 STAGES = ("train", "evaluate", "video", "report")
 REPORT = Layout().report  # relative to the project dir
@@ -363,7 +363,7 @@ class RegressionError(RuntimeError):
 def judge_nightly(project_dir: str, nightly: str) -> Verdict:
     """Write the compare page of the committed baseline (HEAD) and the nightly experiment,
     and judge the nightly one against the baseline's seed band (reads git; no retry)."""
-    from pipelines.compare import compare
+    from pipelines.compare.page import compare
 
     baseline, run = compare(Path(project_dir), ["HEAD", nightly]).runs
     return judge(baseline, run)
@@ -379,7 +379,7 @@ def publish_verdict(verdict: Verdict, compare_page: str, key: str) -> None:
 
 @flow(name="nightly")
 def regression_flow(project_dir: str | None = None) -> dict[str, Any]:
-    """The scheduled regression check (see `pipelines.regression`).
+    """The scheduled regression check (see `pipelines.compare.regression`).
 
     `dvc exp run --temp --name nightly-YYYYMMDD-HHMM -S seeds=[...]` runs the committed
     experiment on fresh seeds in a temporary copy (the workspace is left as it was), the
@@ -434,7 +434,7 @@ def search_flow(project_dir: str = ".") -> dict[str, Any]:
 @task(cache_policy=NO_CACHE)
 def compare_runs(project_dir: str, runs: list[str]) -> dict[str, Any]:
     """Write the comparison pages (reads git and DVC; a failure is not worth a retry)."""
-    from pipelines.compare import compare, problems_of
+    from pipelines.compare.page import compare, problems_of
 
     page = compare(Path(project_dir), runs)
     return {

@@ -17,7 +17,7 @@ than chance explains: a one-sided Welch t-test over the two runs' seeds, p < `AL
 seed standard deviations ~2 times in 3 (6: 9 in 10); more seeds detect smaller shifts.
 Wall time is shown on the compare page but not judged: it measures the machine as much
 as the code. This module reads runs and judges them; running DVC and publishing belong to
-the flow (`pipelines.flows.regression_flow`).
+the flow (`pipelines.orchestration.flows.regression_flow`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from functools import cached_property
 
 import numpy as np
 
-from pipelines.aggregate import FINAL_METRICS, FinalMetric
-from pipelines.runs import Run
+from pipelines.compare.aggregate import FINAL_METRICS, FinalMetric
+from pipelines.compare.runs import Run
 
 METRICS = {metric.key: metric for metric in FINAL_METRICS}
 SEEDS_PER_DAY = 100  # fresh seeds are YYYYMMDD * 100 + k
