@@ -114,7 +114,7 @@ def test_dvc_exp_run_set_param_payloads_never_run(project, tmp_path):
 
 
 def test_a_seeded_stage_takes_its_seed_from_the_dvc_stage_name(project, monkeypatch):
-    from pipelines.__main__ import dvc_stage_seed
+    from pipelines.stages.run import dvc_stage_seed
 
     monkeypatch.setenv("DVC_STAGE", "train@3")
     assert dvc_stage_seed("train") == 3 and dvc_stage_seed("evaluate") is None
