@@ -57,6 +57,7 @@ import yaml
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, verdict, write_json
 from pipelines.params import apply_values, flatten_paths, parse_params
+from pipelines.search.space import search_section
 from rlcore.config import ExperimentConfig
 from rlcore.presets import PRESETS
 from rlcore.trainer import Trainer
@@ -146,8 +147,9 @@ def rlzoo_config(task: Task, changes: dict[str, Any] | None = None) -> Experimen
     (params paths -> values) on top."""
     data = yaml.safe_load(task.search_file.read_text())
     params = parse_params(data)
-    zoo = params.search.enqueue[0]
-    cfg = apply_values(params, {**params.search.overrides, **zoo, **(changes or {})}).experiment()
+    search = search_section(params)
+    zoo = search.enqueue[0]
+    cfg = apply_values(params, {**search.overrides, **zoo, **(changes or {})}).experiment()
     every = max(1, 100_000 // cfg.steps_per_iter)
     return dataclasses.replace(
         cfg, trainer=dataclasses.replace(cfg.trainer, eval_every_iters=every)

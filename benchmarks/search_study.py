@@ -27,6 +27,7 @@ from typing import Any
 from benchmarks.common import base_parser, print_table, setup, verdict, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params, apply_values, load_params
+from pipelines.search.space import search_section
 from pipelines.search.study import open_study, search, trial_values
 from pipelines.stages.train import run_training
 from rlcore.trainer import Trainer
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         wall = time.perf_counter() - start
         study = open_study(params, layout)
         numbers = [t.number for t in study.trials]
-        best = trial_values(study.best_trial, params.search.space)
+        best = trial_values(study.best_trial, search_section(params).space)
     finished = summary["complete"] + summary["pruned"] + summary["fail"]
     pruned_share = summary["pruned"] / max(finished, 1)
 

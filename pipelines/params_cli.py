@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from pipelines.params import Params, ParamsError, load_params, plain_data
+from pipelines.search.space import checked_search
 from rlcore.presets import choose_preset
 
 
@@ -58,7 +59,8 @@ def params_main(argv: list[str]) -> int:
     parser.add_argument("--show", action="store_true", help="print the resolved experiment as YAML")
     args = parser.parse_args(argv)
     try:
-        params = load_params(args.params, for_search=False)
+        params = load_params(args.params)
+        checked_search(params, args.params, for_search=False)
     except ParamsError as exc:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)
@@ -72,7 +74,7 @@ def params_main(argv: list[str]) -> int:
         print(f"error: {args.params}: {exc}", file=sys.stderr)
         return 2
     try:
-        load_params(args.params)
+        checked_search(params, args.params)
     except ParamsError as exc:
         for line in exc.lines:
             print(f"note: {exc.path}: {line} (the search alone refuses it)", file=sys.stderr)

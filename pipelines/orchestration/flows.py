@@ -300,7 +300,7 @@ def experiment_flow(
     checkout params.yaml dvc.lock && dvc checkout` returns to the committed experiment.
     """
     root = _project_root(project_dir)
-    name = load_params(root / "params.yaml", for_search=False).name
+    name = load_params(root / "params.yaml").name
     selected = select_stages(stages)
     remote = default_remote(root) if push is not False else None
     if push and remote is None:
@@ -387,7 +387,7 @@ def regression_flow(project_dir: str | None = None) -> dict[str, Any]:
     fails the flow run, so Prefect's notifications on failure cover it.
     """
     root = _project_root(project_dir)
-    params = load_params(root / "params.yaml", for_search=False)
+    params = load_params(root / "params.yaml")
     now = datetime.now(UTC)
     name = nightly_name(now)
     seeds = fresh_seeds(len(params.seeds), now.date())
@@ -418,7 +418,9 @@ def search_flow(project_dir: str = ".") -> dict[str, Any]:
     re-scheduled flow run only adds the trials the study lacks.
     """
     root = _project_root(project_dir)
-    name = load_params(root / "params.yaml").search.study_name
+    from pipelines.search.space import search_section
+
+    name = search_section(load_params(root / "params.yaml")).study_name
     run_dvc(str(root), ["repro", SEARCH_DVCFILE], label="search")
     # The study's summary is a plain output of the stage (search/dvc.yaml says why).
     summary = str(Layout(root).search_metrics.relative_to(root))
@@ -451,7 +453,7 @@ def compare_flow(project_dir: str = ".", runs: list[str] | None = None) -> dict[
     Not a DVC stage: it reads every experiment and revision, not one pipeline's inputs.
     """
     root = _project_root(project_dir)
-    name = load_params(root / "params.yaml", for_search=False).name
+    name = load_params(root / "params.yaml").name
     result = compare_runs(str(root), list(runs or []))
     key = artifact_key(name, "compare")
     publish_report(str(root), key, COMPARE_REPORT)
@@ -497,7 +499,13 @@ def checked_params(
     """Check the project before paying for Prefect's start-up; print the problem if any."""
     try:
         root = _project_root(str(project_dir))
-        return load_params(params_path or root / "params.yaml", for_search=for_search)
+        path = params_path or root / "params.yaml"
+        params = load_params(path)
+        if for_search:
+            from pipelines.search.space import checked_search
+
+            checked_search(params, path)
+        return params
     except ValueError as exc:  # ParamsError included
         print(f"error: {exc}", file=sys.stderr)
         return None

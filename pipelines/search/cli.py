@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.layout import Layout
+from pipelines.search.space import checked_search, search_section
 from pipelines.stages.run import guarded
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ def search_main(argv: list[str]) -> int:
         from pipelines.search.study import run_worker, search
         from pipelines.stages.lifeline import die_with_parent
 
-        layout = Layout().for_search_params(args.params, params.search.study_name)
+        study_name = search_section(params, args.params).study_name
+        layout = Layout().for_search_params(args.params, study_name)
         if args.worker is not None:
             if args.parent_pid is not None:
                 die_with_parent(args.parent_pid)
@@ -55,5 +57,5 @@ def search_main(argv: list[str]) -> int:
         run,
         _search_errors,
         "the study keeps every finished trial",
-        for_search=True,
+        check=checked_search,
     )

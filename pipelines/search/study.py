@@ -69,15 +69,7 @@ from optuna.trial import FrozenTrial, TrialState
 from pipelines.compare.aggregate import machine_line
 from pipelines.files import atomic_path, write_json, write_text
 from pipelines.layout import Layout
-from pipelines.params import (
-    Params,
-    SearchDimension,
-    SearchParams,
-    SearchTask,
-    apply_values,
-    is_journal_path,
-    set_path,
-)
+from pipelines.params import Params, apply_values, set_path
 from pipelines.search.database import (
     DatabaseUnreachable,
     StorageError,
@@ -85,6 +77,14 @@ from pipelines.search.database import (
     database_storage,
 )
 from pipelines.search.journal import journal_storage, recover_journal
+from pipelines.search.space import (
+    SearchDimension,
+    SearchParams,
+    SearchTask,
+    checked_search,
+    is_journal_path,
+    search_section,
+)
 from pipelines.stages.lifeline import SEARCH_PID_ENV
 from pipelines.stages.progress import Progress
 from pipelines.stages.train import run_training
@@ -238,7 +238,7 @@ def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
 
 def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = False) -> optuna.Study:
     """The study, created on first use; `wait` as for `make_storage`."""
-    search = params.search
+    search = search_section(params)
     return optuna.create_study(
         study_name=search.study_name,
         storage=make_storage(search, layout, wait),
@@ -371,7 +371,7 @@ def objective(
     evaluation (at most every `TRIAL_CHECKPOINT_EVERY_S`), and a retry of a trial that a
     Ctrl-C or a killed worker stopped goes on from that point, bit-identically, instead of
     training from the start; the checkpoint is deleted once the trial has ended."""
-    search = params.search
+    search = search_section(params)
     metric = OBJECTIVE_METRICS[search.objective]
 
     def run(trial: optuna.Trial) -> float:
@@ -501,7 +501,7 @@ def _trial_runs(params: Params, values: dict[str, Any], cfg: ExperimentConfig) -
     """What a trial trains, in order: each task (or env.name alone) on each seed, with the
     evaluation interval of `search.eval_every_env_steps`. `cfg` is the trial's config for
     env.name; a task's is the same values applied with env.name replaced."""
-    search = params.search
+    search = search_section(params)
     tasks: list[SearchTask | None] = list(search.tasks) or [None]
     runs = []
     for task in tasks:
@@ -704,7 +704,7 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     stalled past `search.grace_s`) leaves that trial to its retry and goes on.
     """
     configure_cpu(params.runtime.threads)
-    search = params.search
+    search = search_section(params)
     study = open_study(params, layout, worker, wait=True)  # the search has reached it
     if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
         return
@@ -798,26 +798,27 @@ def search(
     params_path: Path = Path("params.yaml"),
 ) -> dict[str, Any]:
     """Run the study with `workers` local processes, then write its reports."""
+    section = checked_search(params, params_path)
     layout = layout or Layout()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if not params.search.space:
-        raise SearchError("search.space is empty: add at least one parameter to search")
+    if not section.space:
+        raise SearchError("section.space is empty: add at least one parameter to search")
     if workers < 1:
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
     _check_experiment_builds(params)
-    journal = journal_path(params.search, layout)
+    journal = journal_path(section, layout)
     if not join and journal is not None:
         for repair in recover_journal(journal):
             print(f"[search] {repair}", flush=True)
     study = open_study(params, layout)
-    retries = params.search.retries
+    retries = section.retries
     if not join or has_heartbeat(study):  # with heartbeats, only the dead workers' trials
         stale = fail_stale_trials(study, retries)
         if stale:
             print(
                 f"[search] trials {stale} were left running by a stopped worker: failed "
-                f"and queued again (up to search.retries {retries} times)",
+                f"and queued again (up to section.retries {retries} times)",
                 flush=True,
             )
     if not join:
@@ -825,19 +826,19 @@ def search(
         if stopped:
             print(
                 f"[search] trials {stopped} were stopped by a Ctrl-C: queued again (up to "
-                f"search.retries {retries} times)",
+                f"section.retries {retries} times)",
                 flush=True,
             )
-        waiting = enqueue(study, params.search)
+        waiting = enqueue(study, section)
         if waiting:
             print(f"[search] {waiting} queued trial(s) run first (search.enqueue, retries)")
-        dropped = drop_stale_checkpoints(study, trial_checkpoints(layout, params.search))
+        dropped = drop_stale_checkpoints(study, trial_checkpoints(layout, section))
         if dropped:
             print(f"[search] deleted the checkpoints of ended trials {dropped} (no retry left)")
     waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     print(
-        f"[search] study {params.search.study_name!r}: {len(_started(study))} of "
-        f"{params.search.n_trials} trials so far"
+        f"[search] study {section.study_name!r}: {len(_started(study))} of "
+        f"{section.n_trials} trials so far"
         + (f", {waiting} queued" if waiting else "")
         + f", {workers} worker(s)",
         flush=True,
@@ -869,14 +870,14 @@ def search(
     print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
     if interrupted:
         print(
-            f"[search] interrupted with {summary['trials']} of {params.search.n_trials} trials "
+            f"[search] interrupted with {summary['trials']} of {section.n_trials} trials "
             "(the ones running are failed); the reports above cover the finished ones; run "
             "the search again to resume the study (it runs the failed ones again first)",
             flush=True,
         )
         raise KeyboardInterrupt
     if any(codes):
-        _check_nothing_lost(study, params.search.n_trials, codes)
+        _check_nothing_lost(study, section.n_trials, codes)
     return summary
 
 
@@ -922,14 +923,14 @@ def _check_nothing_lost(study: optuna.Study, n_trials: int, codes: list[int]) ->
 def best_params_document(trial: FrozenTrial, params: Params) -> dict[str, Any]:
     """The best trial's values as a params.yaml fragment (nested mapping)."""
     fragment: dict[str, Any] = {}
-    for path, value in trial_values(trial, params.search.space).items():
+    for path, value in trial_values(trial, search_section(params).space).items():
         set_path(fragment, path, value)
     return fragment
 
 
 def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[str, Any]:
     """best_params.yaml, trials.csv, plots and summary.md; returns the study's metrics."""
-    search = params.search
+    search = search_section(params)
     trials = study.get_trials(deepcopy=False)
     replaced = _replaced(trials)  # failed trials a retry ran again: they count through it
     counted = [t for t in trials if t.number not in replaced]
@@ -964,7 +965,7 @@ def write_reports(study: optuna.Study, params: Params, layout: Layout) -> dict[s
 def _set_flags(trial: FrozenTrial, params: Params) -> list[str]:
     return [
         f"-S '++{path}={json.dumps(value)}'"
-        for path, value in trial_values(trial, params.search.space).items()
+        for path, value in trial_values(trial, search_section(params).space).items()
     ]
 
 
@@ -1054,7 +1055,7 @@ def _summary_markdown(
     own_file: bool = False,
 ) -> str:
     """`own_file`: the study ran from a params file other than the project's params.yaml."""
-    search = params.search
+    search = search_section(params)
     counts = {state.name.lower(): summary[state.name.lower()] for state in TrialState}
     stopped = [t.number for t in _stopped(study.get_trials(deepcopy=False), search.retries)]
     notes = []

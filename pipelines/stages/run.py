@@ -73,9 +73,10 @@ def guarded(
     action: Callable[[Params], object],
     errors: Callable[[], tuple[type[Exception], ...]],
     interrupted: str,
-    for_search: bool = False,
+    check: Callable[[Params, Path], object] | None = None,
 ) -> int:
-    """Validate params, run `action`, and turn expected failures into one-line errors.
+    """Validate params (and `check` them further: the search's section), run `action`, and
+    turn expected failures into one-line errors.
 
     `errors` is called only after the params are valid, so a bad params.yaml is reported
     before the action's heavy imports (torch, optuna) are paid for.
@@ -83,7 +84,9 @@ def guarded(
     from pipelines.params import ParamsError, load_params
 
     try:
-        params = load_params(params_path, for_search=for_search)
+        params = load_params(params_path)
+        if check is not None:
+            check(params, params_path)
     except ParamsError as exc:
         for line in exc.lines:
             print(f"error: {exc.path}: {line}", file=sys.stderr)

@@ -89,7 +89,7 @@ def baseline_params(params: Params, root: Path) -> Params:
         shown = None
     if shown is not None and shown.returncode == 0:
         try:
-            return parse_params(load_yaml(shown.stdout), check_search=False, for_search=False)
+            return parse_params(load_yaml(shown.stdout))
         except (ParamsError, BoundedInputError, yaml.YAMLError):
             pass  # committed under another schema: the defaults below
     start = {
@@ -98,7 +98,7 @@ def baseline_params(params: Params, root: Path) -> Params:
         "algorithm": {"name": params.algorithm.name},
     }
     try:
-        return parse_params(start, check_search=False, for_search=False)
+        return parse_params(start)
     except ParamsError:  # defaults that do not stand alone: nothing to name as different
         return params
 

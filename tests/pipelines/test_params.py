@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from pipelines.params import ParamsError, load_params, parse_params
+from pipelines.search.space import search_section
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.registry import algorithm_spec
 from rlcore.config import EnvConfig, PolicyConfig
@@ -135,7 +136,7 @@ def test_every_search_setting_can_be_set_like_dvc_exp_run_s(tmp_path):
             "search.space.policy.hidden_sizes.choices=[[8],[16]]",
         ],
     )
-    search = load_params(path).search
+    search = search_section(load_params(path))
     assert search.overrides["trainer.total_env_steps"] == 5000
     assert search.space["algorithm.ppo.lr"].high == 0.01
     assert search.space["policy.hidden_sizes"].choices == [[8], [16]]
@@ -146,7 +147,9 @@ def test_search_paths_may_be_nested_or_dotted_alike():
               "overrides": {"trainer": {"num_steps": 8}}}  # fmt: skip
     dotted = {"space": {"algorithm.ppo.lr": {"type": "float", "low": 0.1, "high": 1}},
               "overrides": {"trainer.num_steps": 8}}  # fmt: skip
-    assert parse_params({"search": nested}).search == parse_params({"search": dotted}).search
+    assert search_section(parse_params({"search": nested})) == search_section(
+        parse_params({"search": dotted})
+    )
 
 
 # --- presets: the keys params.yaml leaves out ------------------------------------------
@@ -267,7 +270,9 @@ def test_the_parameter_reference_lists_every_key_and_is_the_default_experiment()
     reference = REPO / "docs" / "params-reference.yaml"
     documented, default = load_params(reference), load_params(REPO / "params.yaml")
     assert documented.experiment() == default.experiment()
-    assert documented.model_copy(update={"algorithm": default.algorithm}) == default
+    assert search_section(documented) == search_section(default)
+    same = {"algorithm": default.algorithm, "search": default.search}
+    assert documented.model_copy(update=same) == default
     raw = yaml.safe_load(reference.read_text())
 
     def keys(tree, prefix=""):
@@ -279,6 +284,7 @@ def test_the_parameter_reference_lists_every_key_and_is_the_default_experiment()
         return out
 
     resolved = default.model_dump(mode="json")
+    resolved["search"] = search_section(default).model_dump(mode="json")
     del resolved["trainer"]["seed"]
     resolved["algorithm"] = {
         name: section for name, section in resolved["algorithm"].items() if section is not None

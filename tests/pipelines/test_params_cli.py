@@ -58,7 +58,7 @@ def test_a_search_space_for_another_algorithm_stops_only_the_search(tmp_path, ca
         "algorithm.name is sac: search algorithm.sac.<key> instead, or choose ppo"
     )
 
-    assert load_params(path, for_search=False).algorithm.name == "sac"
+    assert load_params(path).algorithm.name == "sac"
     assert main(["params", "--params", str(path)]) == 0
     out, err = capsys.readouterr()
     assert out.startswith(f"{path}: valid.")

@@ -18,6 +18,7 @@ import pipelines.search.study as search_module
 from pipelines.compare.aggregate import machine_line
 from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
+from pipelines.search.space import checked_search, search_section
 from pipelines.search.study import open_study, search
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import provenance
@@ -220,7 +221,7 @@ def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, monkeyp
 )
 def test_bad_search_space_fails_before_any_trial(changes, line):
     with pytest.raises(ParamsError) as info:
-        parse_params(with_search(**changes))
+        checked_search(parse_params(with_search(**changes)))
     assert info.value.lines[0].startswith(line), info.value.lines
 
 
@@ -388,7 +389,7 @@ def test_a_journal_path_storage_holds_the_study_and_resumes_in_another_clone(tmp
 @pytest.mark.parametrize("path", ["", "search/studies/"])
 def test_a_journal_path_that_names_no_file_is_one_line(path):
     with pytest.raises(ParamsError, match="is not a journal file's path"):
-        parse_params(with_search(storage=path))
+        search_section(parse_params(with_search(storage=path)))
 
 
 def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
@@ -397,12 +398,11 @@ def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
     project, outside = tmp_path / "project", tmp_path / "shared" / "tiny.log"
     data = with_search(storage="../shared/tiny.log")
     with pytest.raises(SearchError, match=r"outside the repository .*allow_outside_repo"):
-        journal_path(parse_params(data).search, Layout(project))
+        journal_path(search_section(parse_params(data)), Layout(project))
     assert not outside.parent.exists()
     data["search"]["allow_outside_repo"] = True
-    assert (
-        journal_path(parse_params(data).search, Layout(project)) == project / "../shared/tiny.log"
-    )
+    search = search_section(parse_params(data))
+    assert journal_path(search, Layout(project)) == project / "../shared/tiny.log"
 
 
 def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
@@ -679,7 +679,7 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     monkeypatch.setattr(search_module, "run_training", stop_after_3)
     with pytest.raises(KeyboardInterrupt):
         search_module.run_worker(params, layout)
-    checkpoints = search_module.trial_checkpoints(layout, params.search)
+    checkpoints = search_module.trial_checkpoints(layout, search_section(params))
     assert checkpoints == tmp_path / "stopped" / "outputs" / "search-tiny" / "trials"
     assert (checkpoints / "0.pt").exists()
     monkeypatch.setattr(search_module, "run_training", counted)
@@ -713,7 +713,7 @@ def test_checkpoints_no_retry_will_go_on_from_are_deleted_when_a_search_starts(t
     study.tell(ended, 1.0)
     study.tell(stopped, state=TrialState.FAIL)
     search_module._queue_again(study, study.get_trials()[stopped.number], retries=2)
-    checkpoints = search_module.trial_checkpoints(layout, params.search)
+    checkpoints = search_module.trial_checkpoints(layout, search_section(params))
     checkpoints.mkdir(parents=True)
     for trial in (ended, stopped, running):
         (checkpoints / f"{trial.number}.pt").write_bytes(b"state")
@@ -751,7 +751,7 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     assert "trial 1 starts over: " in out and "written by another configuration" in out
     _, copy = open_study(params, layout).get_trials()
     assert copy.state == TrialState.COMPLETE and len(copy.intermediate_values) == 4
-    assert list(search_module.trial_checkpoints(layout, params.search).iterdir()) == []
+    assert list(search_module.trial_checkpoints(layout, search_section(params)).iterdir()) == []
 
 
 def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
@@ -897,4 +897,4 @@ def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path, monkeypa
 )
 def test_search_tasks_bad_input_is_refused_in_one_line(tasks, words):
     with pytest.raises(ParamsError, match=words):
-        parse_params(with_search(tasks=tasks))
+        search_section(parse_params(with_search(tasks=tasks)))
