@@ -6,7 +6,7 @@ Run from the repository root (needs the `dev` extra: psycopg, and pgserver for t
     .venv/bin/python -m benchmarks.search_outage --outage-s 60 --trials 12 --workers 3
 
 Starts a PostgreSQL server of the `pgserver` wheel on a localhost port (the search tests'
-`tests/pipelines/postgres_server.py`), runs `python -m pipelines search --workers W` on a
+`tests/pipelines/search/postgres_server.py`), runs `python -m pipelines search --workers W` on a
 study of `--trials` small CartPole trials, and once a trial has completed and W others
 run, stops the server (`pg_ctl stop -m immediate`: every connection dropped, as in a crash)
 for `--outage-s` seconds and starts it again on the same port. The search must wait for it

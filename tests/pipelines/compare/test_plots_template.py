@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("dvc")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VEGA_DIR = REPO / "reports" / "vega"
 TEMPLATE = REPO / "reports" / "plots_template.html"
 LIBRARIES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")

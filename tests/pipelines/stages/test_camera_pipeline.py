@@ -13,7 +13,7 @@ import yaml
 
 from benchmarks.common import merged, scratch_project
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PIXELS = {
     "name": "pixels",
     "seeds": [0],

@@ -13,10 +13,10 @@ import yaml
 
 from pipelines.layout import Layout
 from rlcore.checkpoint import load_checkpoint
-from tests.pipelines.distributed_stage_workers import stage_resume_worker
+from tests.pipelines.stages.distributed_stage_workers import stage_resume_worker
 from tests.rlcore.distributed_workers import run_ranks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TWO_PROCESSES = {
     "name": "tiny-ddp",
     "seeds": [0],

@@ -11,7 +11,7 @@ import yaml
 
 from rlcore.checkpoint import load_checkpoint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PARAMS = {
     "name": "offline",
     "seeds": [0],

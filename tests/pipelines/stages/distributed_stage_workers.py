@@ -1,4 +1,4 @@
-"""The train stage inside each rank of tests/pipelines/test_distributed_stage.py's runs."""
+"""The train stage inside each rank of tests/pipelines/stages/test_distributed_stage.py's runs."""
 
 from __future__ import annotations
 

@@ -789,7 +789,7 @@ def test_optuna_dashboard_opens_the_search_storage(tmp_path):
     assert [s["study_name"] for s in studies] == ["tiny"]
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("task", ["halfcheetah", "hopper"])

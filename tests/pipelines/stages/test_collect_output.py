@@ -18,7 +18,7 @@ from pipelines.params import parse_params
 from pipelines.stages.collect import collect
 from rlcore.datasets import load_dataset
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def params_for(output: str, env_steps: int = 256, **collect_changes):

@@ -13,7 +13,7 @@ import yaml
 
 from pipelines.stages.lifeline import RunLockedError, _start_time, run_lock
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Long enough never to finish while a test watches it.
 LONG = {
     "name": "long",

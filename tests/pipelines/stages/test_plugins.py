@@ -16,7 +16,7 @@ from benchmarks.common import merged, scratch_project
 from pipelines.layout import Layout
 from pipelines.stages.plugins import fingerprint, record_plugins
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOY = REPO / "tests" / "rlcore" / "algos" / "plugins" / "toy_algorithm.py"
 
 
