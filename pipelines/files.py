@@ -228,10 +228,6 @@ def require(path: Path, produced_by: str) -> Path:
     return path
 
 
-def read_json(path: Path, produced_by: str) -> dict[str, Any]:
-    return json.loads(require(path, produced_by).read_text())
-
-
 def _dump_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
@@ -242,8 +238,3 @@ def _dump_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
     with atomic_path(path) as tmp:
         _dump_csv(tmp, columns, rows)
-
-
-def read_csv(path: Path, produced_by: str) -> list[dict[str, float]]:
-    with require(path, produced_by).open(newline="") as handle:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcore.algos.registry import algorithm_spec, section_name
+from rlcore.algos.registry import algorithm_spec
 
 ENV_NAMES = (
     "cartpole",
@@ -273,11 +273,6 @@ class ExperimentConfig:
         check = getattr(self.algo, "check_experiment", None)
         if check is not None:
             check(self)
-
-    @property
-    def algorithm_section(self) -> str:
-        """The params.yaml section of the algorithm (`algorithm.<section>`)."""
-        return section_name(self.algorithm)
 
     @property
     def steps_per_iter(self) -> int:

@@ -260,8 +260,7 @@ class Trainer:
         }
         if self.replay is not None:
             state["replay"] = self.replay.state_dict()
-        if hasattr(self.algo, "rank_state_dict"):  # e.g. PPO's per-env running returns
-            state["algo"] = self.algo.rank_state_dict()
+        state["algo"] = self.algo.rank_state_dict()  # e.g. PPO's per-env running returns
         return _to_cpu(state)
 
     def save(self, path: Path, extra: dict[str, Any] | None = None) -> None:
@@ -307,8 +306,7 @@ class Trainer:
         self.generator.set_state(mine["generator"])
         if self.replay is not None:
             self.replay.load_state_dict(mine["replay"])
-        if hasattr(self.algo, "load_rank_state_dict"):
-            self.algo.load_rank_state_dict(mine.get("algo", {}))
+        self.algo.load_rank_state_dict(mine.get("algo", {}))
         self.iteration = int(state.pop("iteration"))
         del state["config_hash"]
         return state

@@ -71,9 +71,36 @@ class Algorithm(Protocol):
         replay batch (off-policy: return the stats tensor)."""
         ...
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, Any]:
+        """What every rank shares (optimizer state, schedules): rank 0's is saved."""
+        ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
+    def rank_state_dict(self) -> dict[str, Any]:
+        """What differs between ranks (e.g. each env's running return), saved per rank for
+        exact resume; `{}` when nothing does."""
+        ...
 
-__all__ = ["Algorithm", "AlgorithmContext", "NonFiniteError"]
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+# What the Trainer reads and calls on an algorithm class and its instances.
+ALGORITHM_MEMBERS = (
+    "off_policy", "same_step_reset", "groups", "make_policy", "build", "update",
+    "state_dict", "load_state_dict", "rank_state_dict", "load_rank_state_dict",
+)  # fmt: skip
+
+
+def missing_members(cls: type) -> list[str]:
+    """The members of the `Algorithm` contract that the class `cls` does not define."""
+    return [name for name in ALGORITHM_MEMBERS if not hasattr(cls, name)]
+
+
+__all__ = [
+    "ALGORITHM_MEMBERS",
+    "Algorithm",
+    "AlgorithmContext",
+    "NonFiniteError",
+    "missing_members",
+]

@@ -59,9 +59,9 @@ class GRPO:
     is reported whether or not `kl_coef` puts it into the loss.
     """
 
-    needs_value = False
     off_policy: ClassVar[bool] = False
     same_step_reset: ClassVar[bool] = True  # grouped episodes need a transition every step
+    groups: GroupEpisodes | None = None  # set by __init__: the collector's grouped episodes
 
     make_policy = staticmethod(actor_policy)
 
@@ -198,3 +198,10 @@ class GRPO:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
         self.reference.load_state_dict(state["reference"])
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """Nothing differs between ranks but what the trainer saves itself."""
+        return {}
+
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        pass

@@ -59,7 +59,6 @@ def value_loss(
 class PPO:
     """PPO-clip over the shared rollout; see module docstring for the keys it touches."""
 
-    needs_value = True
     off_policy: ClassVar[bool] = False
     same_step_reset: ClassVar[bool] = False
     groups = None

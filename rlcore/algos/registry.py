@@ -22,6 +22,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from rlcore.algos.base import missing_members
+from rlcore.errors import ConfigError
+
 # Modules that register the builtin algorithms; imported on the first lookup (torch-free).
 _BUILTIN_MODULES = ("rlcore.algos.config", "rlcore.algos.sac_config")
 _REGISTRY: dict[str, AlgorithmSpec] = {}
@@ -64,8 +67,17 @@ class AlgorithmSpec:
                 raise ValueError(f"{field} must be 'module:attr', got {path!r}")
 
     def load(self) -> Any:
-        """Import and return the algorithm class (this imports torch)."""
-        return _attribute(self.factory)
+        """Import and return the algorithm class (this imports torch); ConfigError when it
+        lacks a member of the contract the Trainer relies on (`rlcore.algos.base`)."""
+        cls = _attribute(self.factory)
+        missing = missing_members(cls)
+        if missing:
+            raise ConfigError(
+                f"algorithm {self.name!r} ({self.factory}) lacks {', '.join(missing)}: "
+                f"see rlcore.algos.base.Algorithm for what the trainer calls (e.g. "
+                f"rank_state_dict returning {{}} where nothing differs between ranks)"
+            )
+        return cls
 
     def load_policy_factory(self) -> Any:
         """`make_policy(obs_spec, action_space, policy_cfg, algo_cfg)` of the algorithm,

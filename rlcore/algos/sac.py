@@ -231,3 +231,10 @@ class SAC:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """Nothing differs between ranks but what the trainer saves itself (the buffer)."""
+        return {}
+
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        pass

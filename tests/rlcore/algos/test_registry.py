@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlcore.algos.base import missing_members
 from rlcore.algos.registry import (
     AlgorithmSpec,
     UnknownAlgorithmError,
@@ -15,6 +16,7 @@ from rlcore.algos.registry import (
     section_name,
 )
 from rlcore.checkpoint import load_checkpoint
+from rlcore.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 PLUGINS = Path(__file__).resolve().parent / "plugins"
@@ -94,3 +96,14 @@ def test_an_algorithm_from_a_user_module_trains_through_the_cli(tmp_path):
     command = [sys.executable, "-m", "pipelines", "evaluate", "--seed", "0"]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_builtin_keeps_the_whole_contract_and_a_class_lacking_it_is_refused():
+    """The Trainer calls what `rlcore.algos.base.Algorithm` declares, without probing: an
+    algorithm class missing a member fails when it is loaded, in one line naming it."""
+    for name in ("ppo", "grpo", "sac"):
+        assert missing_members(algorithm_spec(name).load()) == []
+    spec = AlgorithmSpec("not_an_algorithm", dict, "collections:OrderedDict")
+    with pytest.raises(ConfigError, match="lacks off_policy, same_step_reset, groups, "):
+        spec.load()
+    assert "rank_state_dict" in missing_members(type("Partial", (), {"off_policy": False}))

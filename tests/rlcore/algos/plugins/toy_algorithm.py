@@ -60,5 +60,11 @@ class Toy:
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = state["updates"]
 
+    def rank_state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
 
 register_algorithm(AlgorithmSpec("toy", ToyConfig, "toy_algorithm:Toy"))
