@@ -1087,7 +1087,8 @@ def _summary_markdown(
     ]
     if best is not None:
         lines += [
-            f"**Best: trial {best.number}, {search.objective} {best.value:.4g}** "
+            f"**Best: trial {best.number}, {'score' if search.tasks else search.objective} "
+            f"{best.value:.4g}** "
             "(`best_params.yaml`).",
             "",
         ]

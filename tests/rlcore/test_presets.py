@@ -86,8 +86,8 @@ def test_an_algorithm_of_your_own_takes_the_presets_it_declares(monkeypatch):
         assert cfg.policy == tuned.policy and cfg.replay == tuned.replay
     assert experiment_for("push_cube", name).trainer == tuned.trainer
     family = experiment_for("gymnasium:Walker2d-v5", name)  # the MuJoCo family's PPO settings
-    assert family.algo.lr == PRESETS["gym_locomotion"].algo.lr == 3e-4
-    assert family.algo.num_minibatches == 32
+    assert family.algo.lr == PRESETS["gym_locomotion"].algo.lr == 0.0003586780765804471
+    assert family.algo.num_minibatches == 32 and family.algo.num_epochs == 12
 
 
 def test_an_algorithm_that_declares_no_presets_takes_none(monkeypatch):
