@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import optuna
+
 from benchmarks.common import base_parser, mean_std, setup, write_json
 from benchmarks.env_defaults import env_name
 from benchmarks.suite import Job, load_result, normalised, read_json
@@ -30,7 +32,7 @@ from pipelines.files import write_json as write_result
 from pipelines.layout import Layout
 from pipelines.params import apply_values, load_params
 from pipelines.search.space import search_section
-from pipelines.search.study import open_study, trial_values
+from pipelines.search.study import make_storage, trial_values
 from rlcore.trainer import Trainer
 
 
@@ -77,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     meta = setup(args, "family defaults on held-out tasks")
     params = load_params(args.params)
     search = search_section(params, args.params)
-    study = open_study(params, Layout().for_search_params(args.params, search.study_name))
+    layout = Layout().for_search_params(args.params, search.study_name)
+    # Loaded, not opened: reading a study must not write to its storage.
+    study = optuna.load_study(study_name=search.study_name, storage=make_storage(search, layout))
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     out = args.results / f"family-{search.study_name}"
     suite = args.results / "suite-ppo"
