@@ -52,6 +52,7 @@ from benchmarks import common
 from benchmarks.common import BENCHMARK_PACKAGES, base_parser, mean_std, setup, verdict
 from benchmarks.env_defaults import EVAL_EPISODES, env_name, experiment, run_ours, run_sb3
 from pipelines.files import write_json
+from rlcore.checkpoint import config_hash
 from rlcore.config import EnvConfig
 from rlcore.envs import make_env
 from rlcore.envs.traits import EnvTraits, measure_traits
@@ -137,12 +138,23 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def settings_hash(job: Job) -> str | None:
+    """The fingerprint of what `ours` trains for `job` (None for SB3, whose defaults are its
+    release's): a result of other settings (the family defaults changed) is no result."""
+    if job.impl != "ours":
+        return None
+    return config_hash(experiment(job.env, job.steps, job.algorithm))
+
+
 def load_result(path: Path, job: Job) -> dict[str, Any] | None:
-    """`job`'s finished result in `path`, or None: no file, or not a whole result of `job`."""
+    """`job`'s finished result in `path`, or None: no file, not a whole result of `job`, or
+    one of ours trained with other settings than `job` would train now."""
     data = read_json(path)
     if not isinstance(data, dict) or not data.keys() >= RESULT_KEYS:
         return None
-    return data if data["job"] == dataclasses.asdict(job) else None
+    if data["job"] != dataclasses.asdict(job):
+        return None
+    return data if data.get("settings") == settings_hash(job) else None
 
 
 def run_pending(
@@ -159,6 +171,7 @@ def run_pending(
             "job": dataclasses.asdict(job),
             **{key: row[key] for key in ("return", "cpu_s", "wall_s", "env_steps")},
             "eval_episodes": eval_episodes,
+            "settings": settings_hash(job),
             "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
             "versions": provenance(packages=BENCHMARK_PACKAGES),
         }

@@ -148,6 +148,23 @@ def test_finished_runs_are_skipped_and_partial_ones_redone(tmp_path: Path):
     assert load_result(tmp_path / JOBS[1].filename, Job("ppo", "CartPole-v1", "ours", 1, 2)) is None
 
 
+def test_a_result_of_ours_with_other_settings_is_redone(tmp_path: Path):
+    """Results are kept across sessions: when the defaults `ours` trains change (a new
+    family setting), its earlier results are stale, and rerun; SB3's stay."""
+    ours, sb3 = (
+        Job("ppo", "CartPole-v1", "ours", 0, 1_000),
+        Job("ppo", "CartPole-v1", "sb3", 0, 1_000),
+    )
+    run_pending([ours, sb3], tmp_path, FakeRunner())
+    stored = json.loads((tmp_path / ours.filename).read_text())
+    assert stored["settings"] and load_result(tmp_path / ours.filename, ours) is not None
+    stored["settings"] = "trained with the defaults of before"
+    (tmp_path / ours.filename).write_text(json.dumps(stored))
+    runner = FakeRunner()
+    run_pending([ours, sb3], tmp_path, runner)
+    assert runner.calls == [ours]
+
+
 def test_an_interrupted_run_leaves_no_result_and_is_redone(tmp_path: Path):
     with pytest.raises(KeyboardInterrupt):
         run_pending(JOBS, tmp_path, FakeRunner(interrupt_at=JOBS[1]))
