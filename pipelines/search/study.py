@@ -81,7 +81,6 @@ from pipelines.search.space import (
     SearchDimension,
     SearchParams,
     SearchTask,
-    checked_search,
     is_journal_path,
     search_section,
 )
@@ -797,8 +796,10 @@ def search(
     join: bool = False,
     params_path: Path = Path("params.yaml"),
 ) -> dict[str, Any]:
-    """Run the study with `workers` local processes, then write its reports."""
-    section = checked_search(params, params_path)
+    """Run the study with `workers` local processes, then write its reports. The search
+    section is checked against the experiment where a search starts (the CLI's
+    `checked_search`), not again here: that check trains nothing but parses every extreme."""
+    section = search_section(params, params_path)
     layout = layout or Layout()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not section.space:
