@@ -1,20 +1,22 @@
-"""One PPO minibatch step four ways: the prototype behind issue P19's whole-step compilation.
+"""One PPO minibatch step four ways: what `runtime.compile` does, against eager.
 
 Run from the repository root:
 
     .venv/bin/python -m benchmarks.fused_step                      # CPU, one thread
-    .venv/bin/python -m benchmarks.fused_step --device cuda --rows 4096 16384 65536
+    .venv/bin/python -m benchmarks.fused_step --device cuda --rows 4096 32768
 
-Variants, each from the same parameters on the same minibatch indices:
+Variants, each from the same parameters on the same minibatch indices of one rollout:
 
-- `eager`: today's `PPO._step` (gather, advantage normalisation, loss, backward, clip, fused
-  Adam, the finite check that reads the host);
-- `loss`: the same with `runtime.compile`'s compiled loss (what ships today);
-- `step`: the whole step as two compiled functions (gather + normalisation + loss, whose
-  backward AOTAutograd compiles too; clipping + Adam with the learning rate as a device
-  tensor), nothing read back to the host;
-- `graph` (CUDA): `step` captured once as a CUDA graph and replayed; the minibatch indices
-  are a static buffer and the rollout's storage is read in place, so a replay is the step.
+- `eager`: `PPO._step` (gather, advantage normalisation, loss, backward, clip, fused Adam,
+  the finite check that reads the host);
+- `loss`: the same with only the loss compiled (`PPO(compile_loss=True)`, what
+  `runtime.compile` did before the whole step; GRPO's path still);
+- `step`: the whole step compiled (`rlcore.algos.whole_step`, what `runtime.compile` runs
+  for PPO), without CUDA graphs: gather + normalisation + loss (its backward through
+  AOTAutograd), clipping + Adam with the rate a device tensor; nothing read back;
+- `graph` (CUDA): `step` captured once as a CUDA graph and replayed, as `runtime.compile`
+  runs it on CUDA; the minibatch indices are a static buffer and the rollout's storage is
+  read in place, so a replay is the step.
 
 Prints the median milliseconds per minibatch step and each variant's ratio to `eager`, and
 checks that one step of every variant leaves the same parameters as `eager` (float
@@ -27,18 +29,27 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 import gymnasium.spaces as spaces
 import torch
 
 from benchmarks.common import base_parser, print_table, setup, write_json
 from rlcore.algos.config import PPOConfig
-from rlcore.algos.losses import approx_kl, clip_fraction, clipped_surrogate
-from rlcore.algos.ppo import PPO, value_loss
+from rlcore.algos.ppo import PPO
 from rlcore.config import PolicyConfig
+from rlcore.observations import obs_spec
 from rlcore.policies import ActorCritic
-from rlcore.rollout import ACTION, ADVANTAGE, OBS, SAMPLE_LOG_PROB, VALUE, VALUE_TARGET
+from rlcore.rollout import (
+    ACTION,
+    ADVANTAGE,
+    OBS,
+    SAMPLE_LOG_PROB,
+    VALUE,
+    VALUE_TARGET,
+    RolloutSpec,
+    make_rollout,
+    transition_view,
+)
 
 TASKS: dict[str, tuple[int, spaces.Space, PolicyConfig]] = {
     "cartpole": (4, spaces.Discrete(2), PolicyConfig(hidden_sizes=(64, 64), activation="relu")),
@@ -48,142 +59,70 @@ TASKS: dict[str, tuple[int, spaces.Space, PolicyConfig]] = {
         PolicyConfig(hidden_sizes=(256, 256), activation="relu", normalize_obs=True),
     ),
 }
+NUM_ENVS = 64  # rows = NUM_ENVS x T transitions
 
 
-def make_storage(
-    obs_dim: int, space: spaces.Space, rows: int, device: torch.device, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """A flat rollout's fields, filled with plausible values."""
-    if isinstance(space, spaces.Discrete):
-        action = torch.randint(0, int(space.n), (rows,), generator=gen)
+def filled_rollout(obs_dim: int, space: spaces.Space, rows: int, device: torch.device):
+    """A rollout of `rows` transitions whose fields hold plausible values."""
+    discrete = isinstance(space, spaces.Discrete)
+    spec = RolloutSpec(
+        num_envs=NUM_ENVS, num_steps=rows // NUM_ENVS,
+        obs_spec=obs_spec(spaces.Box(-10.0, 10.0, (obs_dim,))),
+        action_shape=() if discrete else space.shape, action_dtype=torch.int64 if discrete
+        else torch.float32, with_value=True, with_success=False, device=device,
+    )  # fmt: skip
+    rollout = make_rollout(spec)
+    gen = torch.Generator().manual_seed(1)
+    tv = transition_view(rollout)
+
+    def fill(view: torch.Tensor, values: torch.Tensor) -> None:
+        view.copy_(values.to(device))
+
+    shape = tuple(tv.batch_size)
+    for value in rollout[OBS].values():
+        fill(value, torch.randn(value.shape, generator=gen))
+    if discrete:
+        fill(tv[ACTION], torch.randint(0, int(space.n), shape, generator=gen))
     else:
-        action = torch.rand(rows, space.shape[0], generator=gen) * 2 - 1
-    fields = {
-        OBS: torch.randn(rows, obs_dim, generator=gen),
-        ACTION: action,
-        SAMPLE_LOG_PROB: -torch.rand(rows, generator=gen) - 0.5,
-        VALUE: torch.randn(rows, generator=gen),
-        VALUE_TARGET: torch.randn(rows, generator=gen),
-        ADVANTAGE: torch.randn(rows, generator=gen),
-    }
-    return {k: v.to(device) for k, v in fields.items()}
-
-
-class WholeStep:
-    """The step as compiled functions that never return to the host."""
-
-    def __init__(
-        self, policy: ActorCritic, cfg: PPOConfig, storage: dict[str, torch.Tensor], graph: bool
-    ) -> None:
-        self.policy, self.cfg, self.storage = policy, cfg, storage
-        device = next(policy.parameters()).device
-        self.params = list(policy.parameters())
-        for p in self.params:
-            p.grad = torch.zeros_like(p)
-        self.lr = torch.tensor(cfg.lr, device=device)
-        # The rate as a tensor, so a schedule changes data, not the compiled code: on CUDA the
-        # capturable foreach Adam (graph-safe), on CPU the fused one (the only CPU Adam that
-        # takes a tensor rate).
-        on_cuda = device.type == "cuda"
-        self.adam = torch.optim.Adam(
-            self.params, lr=self.lr, eps=cfg.adam_eps, foreach=on_cuda or None,
-            capturable=on_cuda, fused=not on_cuda or None,
-        )  # fmt: skip
-        self.loss_fn = torch.compile(self._loss, dynamic=False)
-        self.apply_fn = torch.compile(self._apply, dynamic=False)
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.static_idx: torch.Tensor | None = None
-        self.static_stats: torch.Tensor | None = None
-        self.capture = graph
-
-    def _loss(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        s, cfg = self.storage, self.cfg
-        adv = s[ADVANTAGE].index_select(0, idx)
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        old_log_prob = s[SAMPLE_LOG_PROB].index_select(0, idx)
-        out = self.policy.evaluate(s[OBS].index_select(0, idx), s[ACTION].index_select(0, idx))
-        pg_loss, ratio = clipped_surrogate(out.log_prob, old_log_prob, adv, cfg.clip_eps)
-        v_loss = value_loss(
-            out.value, s[VALUE].index_select(0, idx), s[VALUE_TARGET].index_select(0, idx),
-            cfg.clip_value_eps,
-        )  # fmt: skip
-        entropy = out.entropy.mean()
-        loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-        with torch.no_grad():
-            stats = torch.stack(
-                [pg_loss, v_loss, entropy, approx_kl(ratio), clip_fraction(ratio, cfg.clip_eps)]
-            )
-        return loss, stats.detach()
-
-    def _apply(self) -> None:
-        grads = [p.grad for p in self.params]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-        assert self.cfg.max_grad_norm is not None
-        torch._foreach_mul_(grads, torch.clamp(self.cfg.max_grad_norm / (norm + 1e-6), max=1.0))
-        self.adam.step()
-
-    def eager_step(self, idx: torch.Tensor) -> torch.Tensor:
-        for p in self.params:
-            p.grad.zero_()  # type: ignore[union-attr]
-        loss, stats = self.loss_fn(idx)
-        loss.backward()
-        self.apply_fn()
-        return stats
-
-    def __call__(self, idx: torch.Tensor) -> torch.Tensor:
-        if not self.capture:
-            return self.eager_step(idx)
-        if self.graph is None:
-            self._capture(idx)
-        assert self.static_idx is not None and self.graph is not None
-        self.static_idx.copy_(idx)
-        self.graph.replay()
-        assert self.static_stats is not None
-        return self.static_stats
-
-    def _capture(self, idx: torch.Tensor) -> None:
-        # Compile and warm up on a side stream (as torch.cuda.graphs asks), then capture.
-        # Warm-up steps move the parameters: restore them so the first replay is step one.
-        saved = [p.detach().clone() for p in self.params]
-        self.static_idx = idx.clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                self.eager_step(self.static_idx)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.static_stats = self.eager_step(self.static_idx)
-        # Restored in place: the graph holds these very tensors (Adam's state included,
-        # which its first steps created).
-        with torch.no_grad():
-            for p, s in zip(self.params, saved, strict=True):
-                p.copy_(s)
-            for state in self.adam.state.values():
-                for value in state.values():
-                    if torch.is_tensor(value):
-                        value.zero_()
+        fill(tv[ACTION], torch.rand(*shape, space.shape[0], generator=gen) * 2 - 1)
+    fill(tv[SAMPLE_LOG_PROB], -torch.rand(shape, generator=gen) - 0.5)
+    for key in (VALUE, VALUE_TARGET, ADVANTAGE):
+        fill(tv[key], torch.randn(shape, generator=gen))
+    return rollout
 
 
 def build(
-    task: str, variant: str, rows: int, minibatch: int, device: torch.device
-) -> tuple[Callable[[torch.Tensor], Any], ActorCritic]:
+    task: str, variant: str, rows: int, device: torch.device
+) -> tuple[Callable[[torch.Tensor], object], ActorCritic]:
+    """The step of `variant` on a fresh policy (same parameters for every variant)."""
     obs_dim, space, policy_cfg = TASKS[task]
     torch.manual_seed(0)
-    policy = ActorCritic(obs_dim, space, policy_cfg).to(device)
-    gen = torch.Generator().manual_seed(1)
-    storage = make_storage(obs_dim, space, rows, device, gen)
+    policy = ActorCritic(obs_spec(spaces.Box(-10.0, 10.0, (obs_dim,))), space, policy_cfg)
+    policy = policy.to(device)
+    rollout = filled_rollout(obs_dim, space, rows, device)
     cfg = PPOConfig(lr=3e-4, microbatch_size=None)
-    if variant in ("eager", "loss"):
-        ppo = PPO(policy, cfg, 1000, torch.Generator(), compile_loss=variant == "loss")
+    ppo = PPO(
+        policy, cfg, 1000, torch.Generator(device=device), compile_loss=variant == "loss",
+        whole_step=variant in ("step", "graph"),
+    )  # fmt: skip
+    if ppo.whole_step is not None:
+        ppo.whole_step.graphs_wanted = variant == "graph"
+        ppo.whole_step.begin(rollout)
+        return ppo.whole_step.step, policy
+    tv = transition_view(rollout)
+    sources = {key: tv[key] for key in (ACTION, SAMPLE_LOG_PROB, VALUE, VALUE_TARGET, ADVANTAGE)}
+    sources[OBS] = dict(tv[OBS].items())
+    num_steps = rows // NUM_ENVS
 
-        def step(idx: torch.Tensor) -> torch.Tensor:
-            batch = {k: v.index_select(0, idx) for k, v in storage.items()}
-            return ppo._step(ppo._normalize_advantage(batch), None)
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        env, t = idx // num_steps, idx % num_steps
+        batch = {
+            key: {k: v[env, t] for k, v in src.items()} if isinstance(src, dict) else src[env, t]
+            for key, src in sources.items()
+        }
+        return ppo._step(ppo._normalize_advantage(batch), None)
 
-        return step, policy
-    return WholeStep(policy, cfg, storage, graph=variant == "graph"), policy
+    return step, policy
 
 
 def sync(device: torch.device) -> None:
@@ -195,7 +134,7 @@ def measure(task: str, rows: int, minibatch: int, device: torch.device, reps: in
     variants = ["eager", "loss", "step"] + (["graph"] if device.type == "cuda" else [])
     gen = torch.Generator().manual_seed(2)
     indices = [torch.randperm(rows, generator=gen)[:minibatch].to(device) for _ in range(steps)]
-    built = {v: build(task, v, rows, minibatch, device) for v in variants}
+    built = {v: build(task, v, rows, device) for v in variants}
     # One step of each from the same start: the parameters must agree with eager's.
     first_s: dict[str, float] = {}
     for name, (step, _) in built.items():

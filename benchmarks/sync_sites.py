@@ -39,7 +39,9 @@ def _our_frame() -> str:
     return "(outside rlcore and pipelines)"
 
 
-def sync_sites(task: str, device: str, num_envs: int, iters: int) -> dict[str, Any] | None:
+def sync_sites(
+    task: str, device: str, num_envs: int, iters: int, compiled: bool = False
+) -> dict[str, Any] | None:
     base = preset_or_note(task, "its sync sites", "ppo")
     if base is None:
         return None
@@ -50,7 +52,11 @@ def sync_sites(task: str, device: str, num_envs: int, iters: int) -> dict[str, A
         base.trainer, eval_every_iters=0, total_env_steps=budget, stop_at_eval_return=None,
         stop_at_eval_success=None,
     )  # fmt: skip
-    trainer = Trainer(dataclasses.replace(base, env=env, trainer=trainer_cfg))
+    # Compiled: `runtime.compile`'s fast path, metrics read at the end of each `run` only.
+    trainer = Trainer(
+        dataclasses.replace(base, env=env, trainer=trainer_cfg),
+        compile_loss=compiled, sync_every=iters + 1 if compiled else 1,
+    )  # fmt: skip
     try:
         trainer.run(max_iters=1)  # warm-up: lazy allocations, first-call paths
         sites: collections.Counter[str] = collections.Counter()
@@ -76,6 +82,7 @@ def sync_sites(task: str, device: str, num_envs: int, iters: int) -> dict[str, A
         trainer.env.close()
     return {
         "task": task,
+        "compiled": compiled,
         "num_envs": num_envs,
         "iters": iters,
         "syncs_per_iter": sum(sites.values()) / iters,
@@ -89,13 +96,17 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["cartpole", "push_cube"])
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--iters", type=int, default=2)
+    parser.add_argument(
+        "--compile", action="store_true",
+        help="runtime.compile's path (whole-step PPO, metrics read once per run)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not torch.cuda.is_available() or not args.device.startswith("cuda"):
         raise SystemExit("sync_sites needs a CUDA device (--device cuda): CPU never syncs")
     meta = setup(args, "Host syncs per training iteration on CUDA, by source line")
     results = []
     for task in args.tasks:
-        found = sync_sites(task, args.device, args.num_envs, args.iters)
+        found = sync_sites(task, args.device, args.num_envs, args.iters, args.compile)
         if found is None:
             continue
         results.append(found)

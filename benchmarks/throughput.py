@@ -207,11 +207,15 @@ def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[],
     return sweep, envs.close
 
 
-def bench_train(base: ExperimentConfig, n: int, t: int, reps: int) -> dict[str, float]:
-    """Median seconds of one Trainer iteration, and of its collect and update phases."""
+def bench_train(
+    base: ExperimentConfig, n: int, t: int, reps: int, compiled: bool = False
+) -> dict[str, float]:
+    """Median seconds of one Trainer iteration, and of its collect and update phases
+    (`compiled`: `runtime.compile`'s path; its phases' times are then launch times, as
+    nothing waits for the device within an iteration)."""
     cfg = experiment(base, n, t, reps)
     phases: list[dict[str, float]] = []
-    trainer = Trainer(cfg, sink=lambda step, metrics: phases.append(metrics))
+    trainer = Trainer(cfg, sink=lambda step, metrics: phases.append(metrics), compile_loss=compiled)
     iteration = synchronized(lambda: trainer.run(max_iters=1), trainer.env.device)
     timing = time_calls(iteration, reps, min_rep_s=0.0)
     timed = phases[-reps:]
@@ -270,7 +274,7 @@ def run_size(
             row["ours_over_gym"] = row["env_sps"] / row["gym_sps"]
     if base is not None and "train" in parts:
         t_train = args.train_num_steps or base.trainer.num_steps
-        row |= bench_train(base, n, t_train, reps)
+        row |= bench_train(base, n, t_train, reps, args.compile)
     return row
 
 
@@ -341,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         "--train-num-steps", type=int, default=None, help="T of the train part (preset's)"
     )
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--compile", action="store_true", help="train part: runtime.compile's path")
     parser.add_argument(
         "--min-rep-s",
         type=float,

@@ -146,8 +146,9 @@ class RuntimeParams(_Section):
     )
     compile: bool = Field(
         False,
-        description="run the PPO/GRPO loss through torch.compile (needs a C++ compiler on "
-        "CPU, Triton on CUDA): ~25% faster updates on MuJoCo-sized runs, 1-17 s to compile",
+        description="compile the updates with torch.compile (needs a C++ compiler on CPU, "
+        "Triton on CUDA): PPO's whole minibatch step (CUDA graphs on CUDA; metrics read from "
+        "the device only every log_every_iters), GRPO's and SAC's losses; seconds to compile",
     )
 
     @field_validator("log_every_iters")

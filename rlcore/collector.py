@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv
-from rlcore.episodes import episode_segments
+from rlcore.episodes import episode_segments, episode_totals
 from rlcore.observations import as_observation, describe
 from rlcore.policies import Actor
 from rlcore.rollout import (
@@ -26,33 +27,93 @@ from rlcore.rollout import (
     step_slots,
 )
 
+# returns, lengths, successes of the finished episodes
+_Lists = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
 
-@dataclass(frozen=True)
+
 class EpisodeStats:
     """Episodes that finished during one rollout.
+
+    `EpisodeStats(returns, lengths, successes)` holds the per-episode lists. A collector's
+    stats hold only their `totals()` (computed on the device, without a host sync) and
+    compute the lists on first access of `returns`, `lengths` or `successes` from the
+    rollout, which the collector's next `collect` overwrites: read them (or call `resolve`)
+    before that, or they raise.
 
     Shape:
         returns, lengths: [E] for E finished episodes; successes: [E] bool or None
     """
 
-    returns: torch.Tensor
-    lengths: torch.Tensor
-    successes: torch.Tensor | None
+    def __init__(
+        self,
+        returns: torch.Tensor,
+        lengths: torch.Tensor,
+        successes: torch.Tensor | None,
+    ) -> None:
+        self._episodes: _Lists | None = (returns, lengths, successes)
+        self._compute: Callable[[], _Lists] | None = None
+        self._totals: torch.Tensor | None = None
+        self.has_successes = successes is not None
+
+    @classmethod
+    def deferred(
+        cls,
+        totals: torch.Tensor,
+        has_successes: bool,
+        compute: Callable[[], _Lists],
+    ) -> EpisodeStats:
+        """Stats whose `totals()` are `totals` and whose lists `compute()` returns when first
+        read (`has_successes`: whether they hold `successes`)."""
+        stats = cls.__new__(cls)
+        stats._episodes, stats._compute, stats._totals = None, compute, totals
+        stats.has_successes = has_successes
+        return stats
+
+    def resolve(self) -> EpisodeStats:
+        """Compute the per-episode lists now, so that they outlive the rollout; returns self."""
+        if self._episodes is None:
+            assert self._compute is not None
+            self._episodes, self._compute = self._compute(), None
+        return self
+
+    @property
+    def returns(self) -> torch.Tensor:
+        """[E] float32 return of each finished episode."""
+        return self._lists()[0]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """[E] int64 length of each finished episode."""
+        return self._lists()[1]
+
+    @property
+    def successes(self) -> torch.Tensor | None:
+        """[E] bool, whether each finished episode succeeded (None: the env reports none)."""
+        return self._lists()[2]
+
+    def _lists(self) -> _Lists:
+        episodes = self.resolve()._episodes
+        assert episodes is not None
+        return episodes
 
     def totals(self) -> torch.Tensor:
-        """[episodes, sum of returns, sum of lengths, successes] as float64 on the CPU:
-        sums, so those of several data-parallel ranks add up."""
-        zero = self.returns.new_zeros((), dtype=torch.float64)
-        successes = zero if self.successes is None else self.successes.double().sum()
-        count = zero + self.returns.numel()
-        sums = [count, self.returns.double().sum(), self.lengths.double().sum(), successes]
-        return torch.stack(sums).cpu()
+        """[episodes, sum of returns, sum of lengths, successes] as float64 on the lists'
+        device (no host sync): sums, so those of several data-parallel ranks add up. A fresh
+        tensor each call (the caller may reduce it in place)."""
+        if self._totals is not None:
+            return self._totals.clone()
+        returns, lengths, successes = self._lists()
+        zero = returns.new_zeros((), dtype=torch.float64)
+        succeeded = zero if successes is None else successes.double().sum()
+        count = zero + returns.numel()
+        return torch.stack([count, returns.double().sum(), lengths.double().sum(), succeeded])
 
     def metrics(
         self, prefix: str = "train", totals: torch.Tensor | None = None
     ) -> dict[str, float]:
         """Means over the finished episodes (empty dict if none finished), from `totals`
-        (default: this rollout's own; the trainer passes those summed over ranks)."""
+        (default: this rollout's own; the trainer passes those summed over ranks). Reads
+        the totals on the host."""
         count, returns, lengths, successes = (self.totals() if totals is None else totals).tolist()
         if count == 0:
             return {}
@@ -61,7 +122,7 @@ class EpisodeStats:
             f"{prefix}/episode_length": lengths / count,
             f"{prefix}/episodes": count,
         }
-        if self.successes is not None:
+        if self.has_successes:
             out[f"{prefix}/success_rate"] = successes / count
         return out
 
@@ -119,6 +180,7 @@ class SyncCollector:
     `final_value[:, t]` is V(true final obs) for transitions truncated (and not terminated)
     at t, and 0 elsewhere; `value[:, T]` is the bootstrap value of the last observation.
     With `groups` (GRPO) it also writes `mask` and resets groups together (`GroupEpisodes`).
+    `host_checks` False: no step reads the device (for envs that live on an accelerator).
     """
 
     def __init__(
@@ -128,6 +190,7 @@ class SyncCollector:
         rollout: TensorDict,
         generator: torch.Generator,
         groups: GroupEpisodes | None = None,
+        host_checks: bool = True,
     ) -> None:
         policy_spec = getattr(policy, "obs_spec", None)
         if policy_spec is not None and dict(policy_spec) != dict(env.obs_spec):
@@ -165,6 +228,7 @@ class SyncCollector:
             )
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
         self.groups = groups
+        self.host_checks = host_checks
         self._slots = step_slots(rollout, with_valid=env.has_invalid_steps)
         self._obs_at_end = False
         self._policy_views = [_PolicyViews.at(rollout, t) for t in range(num_steps(rollout))]
@@ -185,6 +249,7 @@ class SyncCollector:
         self._cut = torch.zeros(horizon, n, dtype=torch.bool, device=dev)
         # Grouped episodes: members whose group episode ended and who wait for their group.
         self._waiting = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._collects = 0  # rollouts collected: an `EpisodeStats` reads only its own
         if groups is not None:
             self._group_offsets = torch.arange(groups.group_size, device=dev)
 
@@ -233,8 +298,9 @@ class SyncCollector:
             if self._with_value:
                 views.value.copy_(out.value)
                 # Only time-limit ends are bootstrapped; a rare event, so evaluate the critic
-                # on the final observations only when one happened (a host check on CPU).
-                if slot.truncated.any():
+                # on the final observations only when one happened (a host check), or,
+                # without host checks, every step (a critic forward instead of a sync).
+                if not self.host_checks or slot.truncated.any():
                     mask = slot.truncated & ~slot.terminated
                     v_final = policy.value(env.final_obs)
                     torch.where(mask, v_final, views.final_value, out=views.final_value)
@@ -264,6 +330,10 @@ class SyncCollector:
 
         Grouped collection counts only episodes inside the loss mask (group episodes).
         Episodes are listed env by env, each env's in the order they ended.
+
+        The totals and the running sums are updated with fixed-shape ops (no host sync on an
+        accelerator); the per-episode lists are computed only if read, from the carry before
+        this rollout and the rollout itself, before the next `collect` refills it.
         """
         ro = self.rollout
         done = ro[DONE][:, :-1]
@@ -271,23 +341,39 @@ class SyncCollector:
         if self.groups is not None and self.groups.restart_groups:
             ends = ends | self._cut
         valid = ro[MASK][:, :-1].T if self.env.has_invalid_steps else None
-        seg = episode_segments(ro[REWARD][:, :-1].T, ends, self._running, valid)
-        self._running.copy_(seg.carry)
-        where = seg.env, seg.step
+        counted = done & ro[MASK][:, :-1] if MASK in ro else None  # [N, T]
+        reward = ro[REWARD][:, :-1].T
         success = ro.get(SUCCESS, None)
-        stats = EpisodeStats(
-            returns=seg.returns,
-            lengths=seg.lengths,
-            successes=None if success is None else success[where],
+        carry = self._running.clone()  # the episodes running before this rollout
+        totals = episode_totals(
+            reward,
+            ends,
+            carry,
+            valid,
+            None if counted is None else counted.T,
+            None if success is None else success[:, :-1].T,
         )
-        if MASK not in ro:
-            return stats
-        counted = done[where] & ro[MASK][where]
-        return EpisodeStats(
-            returns=stats.returns[counted],
-            lengths=stats.lengths[counted],
-            successes=None if stats.successes is None else stats.successes[counted],
-        )
+        self._running.copy_(totals.carry)
+        self._collects += 1
+        collect = self._collects
+
+        @torch.inference_mode()
+        def episodes() -> _Lists:
+            if self._collects != collect:
+                raise RuntimeError(
+                    "the episodes' rollout was refilled by a later collect: read an "
+                    "EpisodeStats' returns, lengths or successes (or resolve() it) first"
+                )
+            seg = episode_segments(reward, ends, carry, valid)
+            where = seg.env, seg.step
+            returns, lengths = seg.returns, seg.lengths
+            successes = None if success is None else success[where]
+            if counted is None:
+                return returns, lengths, successes
+            kept = counted[where]
+            return returns[kept], lengths[kept], None if successes is None else successes[kept]
+
+        return EpisodeStats.deferred(totals.sums, success is not None, episodes)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The current observation and the running episode sums (for exact resume)."""

@@ -38,7 +38,7 @@ def record_transitions(
     buffer = ReplayBuffer.for_env(env, calls * per_call, generator)
     finished: list[EpisodeStats] = []
     for call in range(calls):
-        finished.append(collector.collect())
+        finished.append(collector.collect().resolve())  # before the rollout is refilled
         buffer.add_rollout(rollout)
         if progress is not None:
             progress((call + 1) * per_call, calls * per_call)

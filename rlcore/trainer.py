@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from rlcore.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from rlcore.collector import SyncCollector
+from rlcore.collector import EpisodeStats, SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.distributed import Distributed
 from rlcore.envs import make_env
@@ -69,8 +70,16 @@ class Trainer:
     takes `world_size` times fewer iterations.
 
     `compile_loss` runs the algorithm's loss through `torch.compile` (see
-    `rlcore.algos.compile`): a runtime choice like the thread count, so it is not part of
-    the config whose hash guards resumption.
+    `rlcore.algos.compile`; PPO compiles its whole minibatch step, `rlcore.algos.whole_step`):
+    a runtime choice like the thread count, so it is not part of the config whose hash
+    guards resumption.
+
+    `sync_every` is how many iterations' metrics wait on the device before the trainer
+    reads them (and checks them and the env's outputs for non-finite values) and hands
+    them to the sink, in order: with 1, every iteration; with more, an iteration whose
+    parts keep their results on the device (builtin envs, PPO's whole step) never waits
+    for the device. Evaluations, checkpoints and the end of `run` read them first, so a
+    non-finite value stops training before any checkpoint holds it.
     """
 
     def __init__(
@@ -79,7 +88,12 @@ class Trainer:
         sink: MetricsSink | None = None,
         dist: Distributed | None = None,
         compile_loss: bool = False,
+        sync_every: int = 1,
     ) -> None:
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        self.sync_every = sync_every
+        self._pending: list[_PendingIteration] = []
         self.cfg, self.sink = cfg, sink or (lambda step, metrics: None)
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
@@ -131,9 +145,11 @@ class Trainer:
             with_final_obs=algorithm.off_policy,
         )
         self.rollout = make_rollout(spec)
+        # With compiling on, the collector bootstraps time-limit ends without a host check.
         self.collector = SyncCollector(
-            self.env, self.policy, self.rollout, self.generator, groups=groups
-        )
+            self.env, self.policy, self.rollout, self.generator, groups=groups,
+            host_checks=not compile_loss,
+        )  # fmt: skip
         # The off-policy loop (replay buffer, warm-up, update-to-data ratio), if any.
         self.replay: OffPolicyLearner | None = None
         if algorithm.off_policy:
@@ -182,6 +198,7 @@ class Trainer:
             due = tc.checkpoint_every_iters and self.iteration % tc.checkpoint_every_iters == 0
             if checkpoint_path is not None and due:
                 self.save(checkpoint_path)
+        self.flush()
         if checkpoint_path is not None:
             self.save(checkpoint_path)
         return TrainResult(
@@ -191,17 +208,21 @@ class Trainer:
     def _train_iteration(self) -> None:
         t0 = time.perf_counter()
         replay = self.replay
+        env_flags = None
         if replay is not None and replay.offline_only:
             episodes = None  # no env steps: every batch comes from the dataset
         else:
             acting = replay.warmup_policy() if replay is not None else None
             episodes = self.collector.collect(policy=acting)
-            self._check_finite()
+            if self.sync_every == 1:
+                self._check_finite(self._non_finite_flags(), self.iteration + 1)
+            else:
+                env_flags = self._non_finite_flags()
         t1 = time.perf_counter()
         if replay is None:
-            metrics = self.algo.update(self.rollout)
+            metrics: dict[str, float | torch.Tensor] = dict(self.algo.update(self.rollout))
         else:
-            metrics = replay.learn(self.rollout if episodes is not None else None)
+            metrics = dict(replay.learn(self.rollout if episodes is not None else None))
         if self.policy.obs_norm is not None and episodes is not None:
             # Updated after the update so acting and learning in one iteration share stats.
             # Ranks merge the moments of all ranks' observations, so all keep equal stats.
@@ -210,31 +231,81 @@ class Trainer:
         self.iteration += 1
         self.dist.check_in_sync(self.policy, f"after iteration {self.iteration}")
         t2 = time.perf_counter()
+        totals = None
         if episodes is not None:
             # Episodes that finished on any rank (sums over ranks; a no-op for one process).
-            metrics |= episodes.metrics("train", totals=self.dist.sum(episodes.totals()))
-        metrics |= {
+            totals = episodes.totals()
+            if self.dist.enabled:
+                totals = self.dist.sum(totals.cpu())
+        timing = {
             "time/collect_s": t1 - t0,
             "time/update_s": t2 - t1,
             "time/sps": self.steps_per_iter / (t2 - t0),
             "train/iteration": float(self.iteration),
         }
-        if self.dist.is_main:
-            self.sink(self.steps_done, metrics)
+        self._pending.append(
+            _PendingIteration(
+                self.iteration, self.steps_done, metrics, timing, episodes, totals, env_flags
+            )
+        )
+        if len(self._pending) >= self.sync_every:
+            self.flush()
 
-    def _check_finite(self) -> None:
+    def flush(self) -> None:
+        """Read the waiting iterations' metrics from the device (one transfer per device),
+        check them, and hand them to the sink in order (see `sync_every`)."""
+        pending, self._pending = self._pending, []
+        tensors = [t for item in pending for t in item.tensors()]
+        values = iter(_read_host(tensors))
+        for item in pending:
+            host = item.read(values)
+            if item.env_flags is not None:
+                self._check_finite(host.pop(_ENV_FLAGS), item.iteration)
+            self._check_losses(host, item.iteration)
+            if self.dist.is_main:
+                self.sink(item.steps_done, host)
+
+    def _non_finite_flags(self) -> torch.Tensor:
+        """Per checked env output (`_checked_outputs`), whether it holds a NaN or infinity
+        (on the device: read by `_check_finite`)."""
+        flags = [~torch.isfinite(tensor).all() for _, tensor in self._checked_outputs()]
+        return torch.stack(flags) if flags else torch.zeros(0, dtype=torch.bool)
+
+    def _checked_outputs(self) -> list[tuple[str, torch.Tensor]]:
         tv = transition_view(self.rollout)
         checked = [(f"{OBS}/{key}", value) for key, value in self.rollout[OBS].items()]
-        for key, tensor in [*checked, (REWARD, tv[REWARD])]:
-            if tensor.dtype.is_floating_point and not torch.isfinite(tensor).all():
+        return [
+            (key, tensor)
+            for key, tensor in [*checked, (REWARD, tv[REWARD])]
+            if tensor.dtype.is_floating_point
+        ]
+
+    def _check_finite(self, flags: torch.Tensor | list[float], iteration: int) -> None:
+        flags = flags.tolist() if isinstance(flags, torch.Tensor) else flags
+        for (key, _), bad in zip(self._checked_outputs(), flags, strict=True):
+            if bad:
                 raise NonFiniteError(
-                    f"the env produced a non-finite {key} in iteration {self.iteration + 1}; "
+                    f"the env produced a non-finite {key} in iteration {iteration}; "
                     "training stopped and the last checkpoint was left as it was"
                 )
+
+    def _check_losses(self, metrics: dict[str, float], iteration: int) -> None:
+        """Losses read from the device: a NaN there is a step the update refused to take
+        (`rlcore.algos.whole_step`); stop before a checkpoint or evaluation follows."""
+        losses = {key: value for key, value in metrics.items() if key.startswith("loss/")}
+        if all(math.isfinite(value) for value in losses.values()):
+            return
+        parts = ", ".join(f"{key.removeprefix('loss/')}={value}" for key, value in losses.items())
+        raise NonFiniteError(
+            f"{self.cfg.algorithm.upper()} loss became non-finite in iteration {iteration} "
+            f"({parts}); the parameters kept their last finite values, training stopped and "
+            "the last checkpoint was left as it was"
+        )
 
     def _evaluate(self) -> bool:
         """Evaluate on rank 0; True on every rank if a stop target was reached."""
         reached = False
+        self.flush()
         if self.dist.is_main:
             tc, start = self.cfg.trainer, time.perf_counter()
             assert self.eval_env is not None
@@ -270,6 +341,7 @@ class Trainer:
         writes the file. The shared state (policy, optimizer) is rank 0's, as every rank
         holds the same (checked after every iteration).
         """
+        self.flush()
         ranks = self.dist.gather_object(self._rank_state())
         if self.dist.is_main:
             state = {
@@ -336,6 +408,60 @@ class Trainer:
                 f"{written_by} process(es) or use a new run directory"
             )
         return state
+
+
+_ENV_FLAGS = "_env_flags"
+
+
+@dataclass
+class _PendingIteration:
+    """An iteration's results while they wait on the device (`Trainer.sync_every`)."""
+
+    iteration: int
+    steps_done: int
+    metrics: dict[str, float | torch.Tensor]
+    timing: dict[str, float]
+    episodes: EpisodeStats | None
+    totals: torch.Tensor | None
+    env_flags: torch.Tensor | None
+
+    def tensors(self) -> list[torch.Tensor]:
+        """What must be read from the device, in the order `read` consumes it."""
+        found = [v for v in self.metrics.values() if isinstance(v, torch.Tensor)]
+        found += [t for t in (self.totals, self.env_flags) if t is not None]
+        return found
+
+    def read(self, values: Iterator[list[float]]) -> dict[str, Any]:
+        """The metrics as floats (with the episodes' and, under `_ENV_FLAGS`, the env
+        checks'), from `values`: the host copies of `tensors()`, in order."""
+        host: dict[str, Any] = {
+            key: next(values)[0] if isinstance(value, torch.Tensor) else value
+            for key, value in self.metrics.items()
+        }
+        if self.totals is not None:
+            assert self.episodes is not None
+            totals = torch.tensor(next(values), dtype=torch.float64)
+            host |= self.episodes.metrics("train", totals=totals)
+        host |= self.timing
+        if self.env_flags is not None:
+            host[_ENV_FLAGS] = next(values)
+        return host
+
+
+def _read_host(tensors: list[torch.Tensor]) -> list[list[float]]:
+    """Each tensor's values as a list of floats, with one transfer per device."""
+    out: list[list[float]] = [[] for _ in tensors]
+    by_device: dict[torch.device, list[int]] = {}
+    for i, tensor in enumerate(tensors):
+        by_device.setdefault(tensor.device, []).append(i)
+    for ids in by_device.values():
+        parts = [tensors[i].detach().reshape(-1).to(torch.float64) for i in ids]
+        flat = torch.cat(parts).tolist()
+        start = 0
+        for i, part in zip(ids, parts, strict=True):
+            out[i] = flat[start : start + part.numel()]
+            start += part.numel()
+    return out
 
 
 def _to_cpu(value: Any) -> Any:

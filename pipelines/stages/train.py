@@ -213,7 +213,12 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     cfg = params.experiment(seed=layout.seed)
     with process_group_from_env(cfg.env.device) as dist:
         curve = Curve(total_env_steps=0)
-        trainer = Trainer(cfg, sink=curve, dist=dist, compile_loss=params.runtime.compile)
+        runtime = params.runtime
+        # Compiled runs read the device only where they log (see rlcore's Trainer.sync_every).
+        sync_every = runtime.log_every(cfg.steps_per_iter) if runtime.compile else 1
+        trainer = Trainer(
+            cfg, sink=curve, dist=dist, compile_loss=runtime.compile, sync_every=sync_every
+        )
         # One trainer per seed: a second one (a `dvc repro` beside another) stops here,
         # once the experiment is known to build, before it reads or writes anything.
         lock = run_lock(layout.train_lock, f"train of seed {layout.seed}")
@@ -254,7 +259,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         for row in curve.rows:  # a resumed run's evaluations so far
             curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
         if params.runtime.compile:
-            print("[train] runtime.compile: the first update compiles the loss", flush=True)
+            print("[train] runtime.compile: the first update compiles its steps", flush=True)
 
     def save_progress(trainer: Trainer) -> None:
         progress = {**curve.state(), "best": best.progress()}

@@ -24,6 +24,7 @@ from rlcore.algos.losses import (
 )
 from rlcore.algos.minibatch import Minibatch, epoch_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.algos.whole_step import WholeStep
 from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic, actor_critic_policy
 from rlcore.return_norm import ReturnNormalizer
@@ -43,6 +44,11 @@ from rlcore.rollout import (
 )
 
 _BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, VALUE, ADVANTAGE, VALUE_TARGET)
+STAT_NAMES = (
+    "loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction",
+    "loss/aux",
+)  # fmt: skip
+"""The loss's statistics vector, by position (`PPO._loss_terms`)."""
 
 
 def value_loss(
@@ -68,9 +74,18 @@ class PPO:
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> PPO:
         assert isinstance(ctx.policy, ActorCritic)
-        return cls(
-            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist, ctx.compile_loss
+        # The compiled whole step where nothing needs the host: every transition is one
+        # (no invalid steps), one process, whole minibatches (no explicit micro-batches).
+        whole_step = (
+            ctx.compile_loss
+            and not ctx.env.has_invalid_steps
+            and ctx.dist.world_size == 1
+            and ctx.cfg.microbatch_size in (None, "auto")
         )
+        return cls(
+            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist,
+            ctx.compile_loss and not whole_step, whole_step,
+        )  # fmt: skip
 
     def __init__(
         self,
@@ -80,12 +95,21 @@ class PPO:
         generator: torch.Generator,
         dist: Distributed | None = None,
         compile_loss: bool = False,
+        whole_step: bool = False,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
         self.dist = dist or Distributed()
         self.optimizer = PolicyOptimizer(
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
+        self.whole_step: WholeStep | None = None
+        if whole_step:
+            self.whole_step = WholeStep(
+                self._loss_terms, self.optimizer.use_device_adam(), self.optimizer.grads,
+                num_stats=len(STAT_NAMES), normalize_advantage=cfg.normalize_advantage,
+                max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
+                kl_index=STAT_NAMES.index("stats/approx_kl"), graphs=True,
+            )  # fmt: skip
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
         self.return_norm = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
 
@@ -106,47 +130,49 @@ class PPO:
         )  # fmt: skip
         torch.add(tv[ADVANTAGE], tv[VALUE], out=tv[VALUE_TARGET])
 
-    def update(self, rollout: TensorDict) -> dict[str, float]:
-        """Compute GAE in place, then run clipped-surrogate epochs over shuffled minibatches."""
+    def update(self, rollout: TensorDict) -> dict[str, float] | dict[str, torch.Tensor]:
+        """Compute GAE in place, then run clipped-surrogate epochs over shuffled minibatches.
+
+        Returns the update's metrics as floats, or, on the whole-step path, as 0-d device
+        tensors (read by the trainer when it next reads the device).
+        """
         cfg = self.cfg
         with torch.no_grad():
             self._write_advantages(rollout)
         self.optimizer.begin_update()
+        if self.whole_step is not None:
+            return self._update_whole_step(rollout)
         tv = transition_view(rollout)
         # An env's invalid steps (see rlcore.envs.base) are no transitions: never in the loss.
         valid = tv.get(MASK, None)
         chunk = self.microbatch_size(rollout)
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, valid)
-        sums = torch.zeros(6, device=tv.device)
+        sums = torch.zeros(len(STAT_NAMES), device=tv.device)
         num_batches, stop = 0, False
+        kl_index = STAT_NAMES.index("stats/approx_kl")
         epochs = epoch_minibatches(
             tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator,
             where=valid, prepare=self._normalize_advantage,
         )  # fmt: skip
         for batches in epochs:
             for batch in batches:
-                # stats: [policy, value, entropy, approx_kl, clip_fraction, aux]
                 stats = self._step(batch, chunk)
                 sums += stats
                 num_batches += 1
-                if cfg.target_kl is not None and stats[3].item() > 1.5 * cfg.target_kl:
+                if cfg.target_kl is not None and stats[kl_index].item() > 1.5 * cfg.target_kl:
                     stop = True
                     break
             if stop:
                 break
-        means = (sums / max(num_batches, 1)).tolist()
+        means = dict(zip(STAT_NAMES, (sums / max(num_batches, 1)).tolist(), strict=True))
         self.optimizer.end_update()
         if cfg.lr_schedule == "kl_adaptive":
-            self._adapt_lr(means[3])
-        aux = {"loss/aux": means[5]} if self.policy.aux_head is not None else {}
+            self._adapt_lr(means["stats/approx_kl"])
+        if self.policy.aux_head is None:
+            del means["loss/aux"]
         return (
-            aux
+            means
             | {
-                "loss/policy": means[0],
-                "loss/value": means[1],
-                "loss/entropy": means[2],
-                "stats/approx_kl": means[3],
-                "stats/clip_fraction": means[4],
                 "stats/explained_variance": explained_variance(
                     tv[VALUE] if valid is None else tv[VALUE][valid],
                     tv[VALUE_TARGET] if valid is None else tv[VALUE_TARGET][valid],
@@ -160,6 +186,39 @@ class PPO:
                 else {}
             )
         )
+
+    def _update_whole_step(self, rollout: TensorDict) -> dict[str, torch.Tensor]:
+        """`update`'s epochs on the compiled whole-step path: the same minibatches from
+        the same random draws, no host reads."""
+        cfg, steps = self.cfg, self.whole_step
+        assert steps is not None
+        steps.begin(rollout)
+        tv = transition_view(rollout)
+        total = tv.batch_size.numel()
+        for _ in range(cfg.num_epochs):
+            if cfg.num_minibatches == 1:  # storage order, no draw (as `epoch_minibatches`)
+                steps.step(torch.arange(total, device=tv.device))
+                continue
+            perm = torch.randperm(total, generator=self.generator, device=tv.device)
+            for indices in perm.tensor_split(cfg.num_minibatches):
+                steps.step(indices)
+        self.optimizer.end_update()
+        means = steps.sums / steps.count.clamp(min=1.0)
+        adam = self.optimizer.device_adam
+        assert adam is not None
+        if cfg.lr_schedule == "kl_adaptive":
+            adapt_lr_on_device(adam.lr, means[STAT_NAMES.index("stats/approx_kl")], cfg.desired_kl)
+        metrics = dict(zip(STAT_NAMES, means.unbind(), strict=True))
+        if self.policy.aux_head is None:
+            del metrics["loss/aux"]
+        metrics |= {
+            "stats/explained_variance": explained_variance_tensor(tv[VALUE], tv[VALUE_TARGET]),
+            "train/lr": adam.lr.clone(),
+            "train/minibatches": steps.count.clone(),
+        }
+        if self.return_norm is not None:
+            metrics["stats/return_std"] = torch.tensor(self.return_norm.return_std)
+        return metrics
 
     def _normalize_advantage(self, batch: Minibatch) -> Minibatch:
         """The minibatch with its advantages normalised over it (where configured)."""
@@ -232,6 +291,21 @@ class PPO:
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
         if self.return_norm is not None:
             self.return_norm.load_rank_state_dict(state)
+
+
+def explained_variance_tensor(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """`explained_variance` as a 0-d tensor on the inputs' device (no host read)."""
+    var_target = target.var()
+    ratio = (target - prediction).var() / var_target
+    return torch.where(var_target == 0, torch.full_like(ratio, float("nan")), 1.0 - ratio)
+
+
+def adapt_lr_on_device(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> None:
+    """`PPO._adapt_lr`'s rule on a device rate tensor, in place."""
+    lower = torch.clamp(lr / 1.5, min=1e-5)
+    higher = torch.clamp(lr * 1.5, max=1e-2)
+    new = torch.where(kl > 2.0 * desired_kl, lower, torch.where(kl < 0.5 * desired_kl, higher, lr))
+    lr.copy_(new)
 
 
 def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from tensordict import TensorDict
@@ -12,6 +12,9 @@ from rlcore.algos.config import MIN_AUTO_MICROBATCH
 from rlcore.distributed import Distributed
 from rlcore.policies import Actor
 from rlcore.rollout import nominal_bytes
+
+if TYPE_CHECKING:
+    from rlcore.algos.whole_step import DeviceAdam
 
 LossFn = Callable[[slice], tuple[torch.Tensor, torch.Tensor]]
 """Loss and detached stats vector of the minibatch rows in a slice (a mean over them)."""
@@ -71,6 +74,19 @@ class PolicyOptimizer:
             if FlatGradients.fits(self.parameters)
             else TensorGradients(self.parameters)
         )
+        # The whole-step path's Adam (`use_device_adam`): the state lives there instead.
+        self.device_adam: DeviceAdam | None = None
+
+    def use_device_adam(self) -> DeviceAdam:
+        """Step with a `DeviceAdam` from now on (the whole-step path of `runtime.compile`),
+        taking over this optimizer's state; checkpoints keep torch Adam's format."""
+        from rlcore.algos.whole_step import DeviceAdam
+
+        if not isinstance(self.grads, FlatGradients):
+            raise ValueError("the whole-step path needs parameters of one dtype and device")
+        self.device_adam = DeviceAdam(self.parameters, self.lr, self.adam.defaults["eps"])
+        self.device_adam.read_from(self.adam)
+        return self.device_adam
 
     def begin_update(self) -> None:
         """Apply the schedule's rate for the update about to run."""
@@ -84,6 +100,8 @@ class PolicyOptimizer:
         self.lr = lr
         for group in self.adam.param_groups:
             group["lr"] = lr
+        if self.device_adam is not None:
+            self.device_adam.lr.fill_(lr)
 
     def step(
         self, size: int, chunk: int | None, loss_fn: LossFn, max_grad_norm: float | None
@@ -115,12 +133,17 @@ class PolicyOptimizer:
         return stats
 
     def state_dict(self) -> dict[str, Any]:
+        if self.device_adam is not None:  # its state, in torch Adam's format (a host read)
+            self.device_adam.write_into(self.adam)
+            self.set_lr(float(self.device_adam.lr))
         return {"optimizer": self.adam.state_dict(), "num_updates": self.num_updates, "lr": self.lr}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.adam.load_state_dict(state["optimizer"])
         self.num_updates = int(state["num_updates"])
         self.set_lr(float(state["lr"]))
+        if self.device_adam is not None:
+            self.device_adam.read_from(self.adam)
 
 
 class TensorGradients:

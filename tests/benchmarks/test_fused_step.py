@@ -1,4 +1,4 @@
-"""The whole-step prototype (benchmarks/fused_step.py) takes the step eager PPO takes."""
+"""benchmarks/fused_step.py's variants take the step eager PPO takes."""
 
 import torch
 
@@ -12,13 +12,12 @@ def _flat(policy: torch.nn.Module) -> torch.Tensor:
 def test_compiled_whole_step_matches_eager_ppo_step() -> None:
     device = torch.device("cpu")
     idx = torch.randperm(256, generator=torch.Generator().manual_seed(0))[:64]
-    eager_step, eager_policy = build("cartpole", "eager", 256, 64, device)
-    whole_step, whole_policy = build("cartpole", "step", 256, 64, device)
+    eager_step, eager_policy = build("cartpole", "eager", 256, device)
+    whole_step, whole_policy = build("cartpole", "step", 256, device)
     before = _flat(eager_policy)
     assert torch.equal(before, _flat(whole_policy))
-    eager_stats = eager_step(idx)
-    whole_stats = whole_step(idx)
+    eager_step(idx)
+    whole_step(idx)
     # One Adam step moves every parameter by about the rate; both moved them alike.
     assert (_flat(eager_policy) - before).abs().max() > 1e-4
     torch.testing.assert_close(_flat(whole_policy), _flat(eager_policy), atol=1e-6, rtol=0)
-    torch.testing.assert_close(whole_stats, eager_stats[:5], atol=1e-6, rtol=1e-5)

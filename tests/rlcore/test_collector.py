@@ -1,8 +1,10 @@
 import pytest
 import torch
 
-from rlcore.collector import GroupEpisodes, SyncCollector
-from rlcore.envs import CartPole
+import rlcore.collector
+from rlcore.collector import EpisodeStats, GroupEpisodes, SyncCollector
+from rlcore.envs import CartPole, PushCube
+from rlcore.envs.gym_bridge import GymnasiumEnv
 from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.policies import Actor, ActorCritic, PolicyConfig
 from rlcore.rollout import (
@@ -17,6 +19,7 @@ from rlcore.rollout import (
     RolloutSpec,
     make_rollout,
 )
+from tests.rlcore.envs.gym_test_envs import register
 
 STATE = (OBS, FLAT_KEY)  # a flat env's observations in the rollout
 
@@ -190,3 +193,116 @@ def test_grouped_collection_needs_a_mask_and_dividing_groups():
         SyncCollector(env, policy, plain, gen, GroupEpisodes(2))
     with pytest.raises(ValueError, match="group_size must be >= 2"):
         GroupEpisodes(1)
+
+
+def list_sums(stats: EpisodeStats) -> list[float]:
+    """[episodes, sum of returns, sum of lengths, successes] from the per-episode lists."""
+    successes = 0.0 if stats.successes is None else float(stats.successes.sum())
+    returns = stats.returns.double().sum().item()
+    return [float(stats.returns.numel()), returns, float(stats.lengths.sum()), successes]
+
+
+def assert_totals_are_the_list_sums(stats: EpisodeStats) -> torch.Tensor:
+    totals = stats.totals()
+    assert totals.dtype == torch.float64 and totals.shape == (4,)
+    expected = list_sums(stats)
+    assert totals.tolist() == pytest.approx(expected, rel=1e-6)
+    assert totals[[0, 2, 3]].tolist() == [expected[0], expected[2], expected[3]]  # exact
+    return totals
+
+
+def test_totals_are_the_sums_of_the_episode_lists():
+    _, _, ro, collector = make(num_envs=6, num_steps=50, max_steps=30)
+    for _ in range(4):
+        stats = collector.collect()
+        totals = assert_totals_are_the_list_sums(stats)
+        assert totals.device == ro.device
+        count = int(ro[DONE][:, :-1].sum())
+        assert count > 0 and totals[0].item() == count  # CartPole: every done is reported
+        assert totals[1].item() == totals[2].item()  # +1 per step: returns are lengths
+        assert stats.successes is None and not stats.has_successes
+        metrics = stats.metrics("train")
+        assert metrics["train/episodes"] == count
+        assert metrics["train/episode_length"] == pytest.approx(totals[2].item() / count)
+        assert "train/success_rate" not in metrics
+
+
+def test_totals_of_an_env_with_successes():
+    env = PushCube(8)
+    env.max_episode_steps = 20
+    env._time_limit.fill_(20)
+    torch.manual_seed(0)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 30, with_value=True))
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
+    collector.reset(seed=0)
+    for _ in range(2):
+        stats = collector.collect()
+        assert stats.has_successes
+        assert_totals_are_the_list_sums(stats)
+        assert stats.totals()[0].item() >= 8  # every env reaches its time limit
+        assert "train/success_rate" in stats.metrics("train")
+
+
+def test_totals_skip_the_invalid_steps_of_an_env():
+    register()
+    # Gymnasium's next-step autoreset: a step after each done is invalid (no transition)
+    env = GymnasiumEnv("rlcore-test/Counter-v0", 3)  # time limit 3, +1 per step
+    assert env.has_invalid_steps
+    torch.manual_seed(0)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 10, with_value=True))
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(0))
+    collector.reset(seed=0)
+    for _ in range(3):
+        stats = collector.collect()
+        totals = assert_totals_are_the_list_sums(stats)
+        count = totals[0].item()
+        assert count >= 6 and totals.tolist() == [count, 3 * count, 3 * count, 0.0]
+        assert stats.lengths.tolist() == [3] * int(count)
+    env.close()
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_grouped_totals_are_the_sums_of_the_group_episodes(restart):
+    _, rollout, collector = grouped(mode_restart=restart, reset_every_rollout=True)
+    for _ in range(3):
+        stats = collector.collect()
+        totals = assert_totals_are_the_list_sums(stats)
+        done, mask = rollout[DONE][:, :-1], rollout[MASK][:, :-1]
+        assert totals[0].item() == int((done & mask).sum()) > 0
+        # a group episode ends at its member's first done after the group's start
+        assert totals[1].item() == totals[2].item() >= totals[0].item()
+
+
+def test_a_training_iteration_never_lists_the_episodes(monkeypatch):
+    calls = []
+    split = rlcore.collector.episode_segments
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return split(*args, **kwargs)
+
+    monkeypatch.setattr(rlcore.collector, "episode_segments", counting)
+    _, _, _, collector = make(num_envs=4, num_steps=64)
+    stats = None
+    for _ in range(3):
+        stats = collector.collect()
+        stats.metrics("train", totals=stats.totals())
+    assert stats is not None and calls == []
+    count = stats.totals()[0].item()
+    assert stats.returns.numel() == count > 0 and len(calls) == 1
+    assert stats.lengths.numel() == count and len(calls) == 1  # computed once
+
+
+def test_episode_lists_are_read_before_the_next_collect():
+    _, _, ro, collector = make(num_envs=4, num_steps=64)
+    kept = collector.collect().resolve()
+    lengths = kept.lengths.clone()
+    stale = collector.collect()
+    later = collector.collect()
+    assert torch.equal(kept.lengths, lengths)  # resolved: its own copy
+    with pytest.raises(RuntimeError, match="refilled by a later collect"):
+        _ = stale.returns
+    assert stale.totals()[0].item() > 0  # the totals were taken with the rollout
+    assert later.returns.numel() == int(ro[DONE][:, :-1].sum())

@@ -218,7 +218,7 @@ def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeyp
     metrics = train(compiled, layout)
     out = capsys.readouterr().out
     assert "resuming from" in out and "iteration 4" in out
-    assert "the first update compiles the loss" in out
+    assert "the first update compiles its steps" in out
     assert metrics["iterations"] == 6 and not layout.resume_checkpoint.exists()
 
 

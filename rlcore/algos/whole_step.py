@@ -1,0 +1,261 @@
+"""An on-policy minibatch step that never reads the device: `runtime.compile`'s fast path.
+
+One minibatch step (gather from the rollout, advantage normalisation, loss, backward,
+gradient clipping, Adam) runs as two compiled functions, the loss (whose backward
+AOTAutograd compiles too) and the update, with everything that steers it kept on the
+device: the learning rate, Adam's step count, the minibatch statistics and a flag that
+turns the remaining steps of an update into no-ops. That flag is what makes early
+stopping on KL (`target_kl`) and the stop at a non-finite loss work without a host read:
+once it drops, later steps leave parameters, moments and statistics as they are.
+On CUDA the step is also captured once per minibatch size as a CUDA graph and replayed:
+the graph reads the rollout's own storage and a static index buffer, so a replay is
+the whole step in one launch.
+
+Why: a PPO step on the small networks of control tasks is hundreds of tiny kernels and
+a host sync per minibatch (the finite check, the KL check); on a GPU that, not arithmetic,
+bounds training (benchmarks/README.md, *fused_step*, *sync_sites*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from tensordict import TensorDict
+
+from rlcore.algos.sgd import FlatGradients
+from rlcore.rollout import (
+    ACTION,
+    ADVANTAGE,
+    OBS,
+    SAMPLE_LOG_PROB,
+    VALUE,
+    VALUE_TARGET,
+    num_steps,
+)
+
+LossTerms = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+"""`(obs, action, old_log_prob, old_value, value_target, advantage) -> (loss, stats)`."""
+
+ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the eager path uses
+
+
+class DeviceAdam:
+    """Adam over one flat buffer per moment, with the rate, the step count and an
+    enable flag as device tensors, so no step reads the host and a schedule changes data,
+    not compiled code.
+
+    The arithmetic is `torch.optim.Adam`'s (equal to float rounding); its state converts
+    to and from that optimizer's, so checkpoints of either path resume in the other.
+    """
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], lr: float, eps: float) -> None:
+        self.params = list(params)
+        first = self.params[0]
+        self.sizes = [p.numel() for p in self.params]
+        total = sum(self.sizes)
+        self.eps = eps
+        self.exp_avg = torch.zeros(total, dtype=first.dtype, device=first.device)
+        self.exp_avg_sq = torch.zeros_like(self.exp_avg)
+        self.step_count = torch.zeros((), dtype=torch.float32, device=first.device)
+        self.lr = torch.tensor(lr, dtype=torch.float32, device=first.device)
+
+    @torch.no_grad()
+    def apply(self, grad: torch.Tensor, enabled: torch.Tensor) -> None:
+        """One Adam step from the flat gradient where `enabled` (0-d bool), else none."""
+        beta1, beta2 = ADAM_BETAS
+        m = torch.where(enabled, torch.lerp(self.exp_avg, grad, 1.0 - beta1), self.exp_avg)
+        v = torch.where(
+            enabled, self.exp_avg_sq * beta2 + grad * grad * (1.0 - beta2), self.exp_avg_sq
+        )
+        self.exp_avg.copy_(m)
+        self.exp_avg_sq.copy_(v)
+        self.step_count.add_(enabled.to(self.step_count.dtype))
+        step = self.step_count.clamp(min=1.0)
+        bias1 = 1.0 - torch.pow(beta1, step)
+        bias2_sqrt = (1.0 - torch.pow(beta2, step)).sqrt()
+        update = m / (v.sqrt() / bias2_sqrt + self.eps) * (self.lr / bias1)
+        update = torch.where(enabled, update, torch.zeros_like(update))
+        parts = [u.view_as(p) for u, p in zip(update.split(self.sizes), self.params, strict=True)]
+        torch._foreach_sub_(self.params, parts)
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Everything a step changes besides the parameters (for snapshots)."""
+        return [self.exp_avg, self.exp_avg_sq, self.step_count]
+
+    @torch.no_grad()
+    def write_into(self, adam: torch.optim.Adam) -> None:
+        """Give `adam` this state, in its own per-parameter format (for checkpoints)."""
+        if float(self.step_count) == 0:  # nothing stepped yet: as a fresh torch Adam
+            adam.state.clear()
+            return
+        m = self.exp_avg.split(self.sizes)
+        v = self.exp_avg_sq.split(self.sizes)
+        for param, m_part, v_part in zip(self.params, m, v, strict=True):
+            adam.state[param] = {
+                "step": self.step_count.clone(),
+                "exp_avg": m_part.view_as(param).clone(),
+                "exp_avg_sq": v_part.view_as(param).clone(),
+            }
+
+    @torch.no_grad()
+    def read_from(self, adam: torch.optim.Adam) -> None:
+        """Take `adam`'s state (a fresh optimizer's: zero moments, no steps)."""
+        states = [adam.state.get(p, {}) for p in self.params]
+        if not any(states):
+            for tensor in self.state_tensors():
+                tensor.zero_()
+            return
+        self.step_count.fill_(float(states[0]["step"]))
+        for name, flat in (("exp_avg", self.exp_avg), ("exp_avg_sq", self.exp_avg_sq)):
+            parts = flat.split(self.sizes)
+            for part, state in zip(parts, states, strict=True):
+                part.copy_(state[name].reshape(-1))
+
+
+class WholeStep:
+    """The minibatch steps of one on-policy update, compiled, with their statistics and
+    stop flag on the device.
+
+    Call `begin(rollout)` once per update, `step(indices)` per minibatch (indices into the
+    [N, T] transitions in env-major order, as `rlcore.algos.minibatch` draws them), then
+    read `sums` (per-statistic sums over the steps taken) and `count` (steps taken).
+    A step that meets a non-finite loss or gradient is counted (its NaN statistics make
+    the update's reported losses NaN, which the trainer turns into an error at its next
+    host read) but not applied, and disables the rest, as does a KL above
+    1.5 x `target_kl` after its step (the eager path's rule).
+    """
+
+    def __init__(
+        self,
+        loss_terms: LossTerms,
+        adam: DeviceAdam,
+        grads: FlatGradients,
+        num_stats: int,
+        normalize_advantage: bool,
+        max_grad_norm: float | None,
+        target_kl: float | None,
+        kl_index: int,
+        graphs: bool,
+    ) -> None:
+        self.loss_terms, self.adam, self.grads = loss_terms, adam, grads
+        self.normalize_advantage, self.max_grad_norm = normalize_advantage, max_grad_norm
+        self.target_kl, self.kl_index = target_kl, kl_index
+        device = adam.exp_avg.device
+        self.sums = torch.zeros(num_stats, device=device)
+        self.count = torch.zeros((), device=device)
+        self.active = torch.ones((), dtype=torch.bool, device=device)
+        self._forward = torch.compile(self._forward_eager, dynamic=False)
+        self._update = torch.compile(self._update_eager, dynamic=False)
+        self.graphs_wanted = graphs and device.type == "cuda"
+        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self._bound: tuple[int, ...] | None = None
+        self._sources: dict[str, torch.Tensor] = {}
+        self._obs: dict[str, torch.Tensor] = {}
+        self._shape = (0, 0)
+
+    def begin(self, rollout: TensorDict) -> None:
+        """Start an update on `rollout` (the same storage every update: graphs stay valid)."""
+        self._bind(rollout)
+        self.sums.zero_()
+        self.count.zero_()
+        self.active.fill_(True)
+
+    def _bind(self, rollout: TensorDict) -> None:
+        """Flat [(T + 1) * N, ...] views of the fields the loss reads (the rollout is
+        time-major in memory, so these are views, no copies)."""
+        fields = {
+            key: rollout[key] for key in (ACTION, SAMPLE_LOG_PROB, VALUE, VALUE_TARGET, ADVANTAGE)
+        }
+        obs = dict(rollout[OBS].items())
+        pointers = tuple(t.data_ptr() for t in [*fields.values(), *obs.values()])
+        if pointers == self._bound:
+            return
+        self._bound, self._graphs = pointers, {}
+        self._shape = (rollout.batch_size[0], num_steps(rollout))
+        self._sources = {key: _flat(value) for key, value in fields.items()}
+        self._obs = {key: _flat(value) for key, value in obs.items()}
+
+    def step(self, indices: torch.Tensor) -> None:
+        """One minibatch step (replayed from a CUDA graph where captured)."""
+        if not self.graphs_wanted:
+            self._step(indices)
+            return
+        size = indices.numel()
+        if size not in self._graphs:
+            self._graphs[size] = self._capture(indices)
+        graph, static = self._graphs[size]
+        static.copy_(indices)
+        graph.replay()
+
+    def _step(self, indices: torch.Tensor) -> None:
+        self.grads.zero()
+        loss, stats = self._forward(indices)
+        loss.backward()
+        self._update(loss, stats)
+
+    def _forward_eager(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        num_envs, horizon = self._shape
+        # Transition (env i, step t) lives at row t * N + i of the time-major storage.
+        rows = (indices % horizon) * num_envs + indices // horizon
+        take = {key: src.index_select(0, rows) for key, src in self._sources.items()}
+        obs = {key: src.index_select(0, rows) for key, src in self._obs.items()}
+        advantage = take[ADVANTAGE]
+        if self.normalize_advantage and advantage.shape[0] >= 2:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        return self.loss_terms(
+            obs, take[ACTION], take[SAMPLE_LOG_PROB], take[VALUE], take[VALUE_TARGET], advantage
+        )
+
+    @torch.no_grad()
+    def _update_eager(self, loss: torch.Tensor, stats: torch.Tensor) -> None:
+        grad = self.grads.buffer
+        norm = torch.linalg.vector_norm(grad)
+        finite = torch.isfinite(loss) & torch.isfinite(norm)
+        applied = self.active & finite
+        if self.max_grad_norm is not None:
+            grad.mul_(torch.clamp(self.max_grad_norm / (norm + 1e-6), max=1.0))
+        self.adam.apply(grad, applied)
+        # The first failing step is counted, so its NaN shows in the update's statistics.
+        self.sums.add_(torch.where(self.active, stats, torch.zeros_like(stats)))
+        self.count.add_(self.active.to(self.count.dtype))
+        keep = applied
+        if self.target_kl is not None:
+            keep = keep & ~(stats[self.kl_index] > 1.5 * self.target_kl)
+        self.active.copy_(keep)
+
+    def _state_tensors(self) -> list[torch.Tensor]:
+        return [
+            *self.adam.params, *self.adam.state_tensors(), self.sums, self.count, self.active,
+        ]  # fmt: skip
+
+    def _capture(self, indices: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        """Compile and warm up on a side stream (as CUDA graphs require), capture, then
+        restore what the warm-up steps changed, so the first replay is the first step."""
+        saved = [t.detach().clone() for t in self._state_tensors()]
+        static = indices.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                self._step(static)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step(static)
+        with torch.no_grad():
+            for tensor, value in zip(self._state_tensors(), saved, strict=True):
+                tensor.copy_(value)
+        return graph, static
+
+
+def _flat(value: torch.Tensor) -> torch.Tensor:
+    """A rollout field of batch [N, T + 1] (time-major storage) as [(T + 1) * N, ...]: a
+    view, so the steps read what the collector and the advantages wrote."""
+    time_major = value.transpose(0, 1)
+    if not time_major.is_contiguous():
+        raise ValueError(
+            "the whole-step path reads rollouts allocated by rlcore.rollout.make_rollout "
+            f"(time-major storage); got a field of strides {tuple(value.stride())}"
+        )
+    return time_major.view(-1, *value.shape[2:])

@@ -1,0 +1,122 @@
+"""The compiled whole-step path of PPO (`runtime.compile`): the eager update's numbers,
+with nothing read from the device."""
+
+import pytest
+import torch
+
+from rlcore.algos.config import PPOConfig
+from rlcore.algos.ppo import PPO
+from rlcore.algos.whole_step import DeviceAdam
+from rlcore.collector import SyncCollector
+from rlcore.config import EnvConfig, ExperimentConfig, TrainerConfig
+from rlcore.envs import Pendulum
+from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.rollout import RolloutSpec, make_rollout
+from rlcore.trainer import Trainer
+
+
+def flat_params(policy):
+    return torch.cat([p.detach().flatten() for p in policy.parameters()])
+
+
+def pendulum_rollout():
+    """A small Pendulum policy, its rollout and a reset collector filling it."""
+    torch.manual_seed(0)
+    env = Pendulum(8)
+    policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
+    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
+    collector.reset(seed=0)
+    return policy, rollout, collector
+
+
+def updated(cfg: PPOConfig, whole_step: bool, updates: int = 1):
+    """The policy's parameters before and after `updates` PPO updates on fresh rollouts,
+    the last update's metrics (as floats), and the PPO."""
+    policy, rollout, collector = pendulum_rollout()
+    ppo = PPO(policy, cfg, 4, torch.Generator().manual_seed(2), whole_step=whole_step)
+    before = flat_params(policy)
+    for _ in range(updates):
+        collector.collect()
+        metrics = ppo.update(rollout)
+    return before, flat_params(policy), {k: float(v) for k, v in metrics.items()}, ppo
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        PPOConfig(num_epochs=2, num_minibatches=4, microbatch_size=None, lr=3e-3),
+        PPOConfig(num_epochs=3, num_minibatches=1, lr=3e-3, lr_schedule="linear"),
+        PPOConfig(num_epochs=2, num_minibatches=2, lr=3e-3, lr_schedule="kl_adaptive"),
+    ],
+    ids=["shuffled", "one-minibatch-linear", "kl-adaptive"],
+)
+def test_the_whole_step_takes_the_eager_steps(cfg):
+    before, eager, eager_metrics, _ = updated(cfg, whole_step=False, updates=2)
+    _, fused, fused_metrics, _ = updated(cfg, whole_step=True, updates=2)
+    assert not torch.allclose(before, eager, atol=1e-4)
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
+    assert fused_metrics.keys() == eager_metrics.keys()
+    for key, value in eager_metrics.items():
+        assert fused_metrics[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
+
+
+def test_target_kl_stops_on_the_device_after_the_same_minibatch():
+    cfg = PPOConfig(num_epochs=4, num_minibatches=4, lr=1e-2, target_kl=2e-4)
+    _, eager, eager_metrics, _ = updated(cfg, whole_step=False)
+    _, fused, fused_metrics, _ = updated(cfg, whole_step=True)
+    assert 1 <= eager_metrics["train/minibatches"] < 16  # it did stop early
+    assert fused_metrics["train/minibatches"] == eager_metrics["train/minibatches"]
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
+
+
+def test_a_non_finite_loss_leaves_the_parameters_and_shows_in_the_losses():
+    cfg = PPOConfig(num_epochs=2, num_minibatches=2, lr=1e-2)
+    policy, rollout, collector = pendulum_rollout()
+    collector.collect()
+    rollout["value"][3, 5] = float("nan")  # a NaN value target: the value loss is NaN
+    ppo = PPO(policy, cfg, 1, torch.Generator().manual_seed(2), whole_step=True)
+    before = flat_params(policy)
+    metrics = ppo.update(rollout)
+    assert torch.isnan(metrics["loss/value"])
+    assert metrics["train/minibatches"].item() == 1  # the failing step, counted, not applied
+    torch.testing.assert_close(flat_params(policy), before, atol=0, rtol=0)
+
+
+def test_device_adam_state_round_trips_through_torch_adam():
+    cfg = PPOConfig(num_epochs=2, num_minibatches=2, lr=3e-3)
+    _, _, _, fused = updated(cfg, whole_step=True)
+    state = fused.state_dict()["optimizer"]["state"]
+    adam = fused.optimizer.device_adam
+    assert float(state[0]["step"]) == 4  # 2 epochs x 2 minibatches
+    first = fused.optimizer.parameters[0]
+    torch.testing.assert_close(state[0]["exp_avg"], adam.exp_avg[: first.numel()].view_as(first))
+    copy = DeviceAdam(fused.optimizer.parameters, 1.0, 1e-8)
+    copy.read_from(fused.optimizer.adam)
+    for mine, theirs in zip(copy.state_tensors(), adam.state_tensors(), strict=True):
+        torch.testing.assert_close(mine, theirs, atol=0, rtol=0)
+
+
+def test_a_compiled_run_resumes_bit_identically(tmp_path):
+    cfg = ExperimentConfig(
+        env=EnvConfig("pendulum", num_envs=8),
+        policy=PolicyConfig(hidden_sizes=(16,)),
+        trainer=TrainerConfig(total_env_steps=8 * 32 * 5, num_steps=32, eval_every_iters=0),
+        algo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="kl_adaptive"),
+    )
+
+    def trainer() -> Trainer:
+        return Trainer(cfg, compile_loss=True, sync_every=3)
+
+    straight = trainer()
+    straight.run()
+    first = trainer()
+    first.run(max_iters=2, checkpoint_path=tmp_path / "ckpt.pt")
+    resumed = trainer()
+    resumed.load(tmp_path / "ckpt.pt")
+    resumed.run()
+    assert resumed.iteration == straight.iteration == 5
+    assert torch.equal(flat_params(resumed.policy), flat_params(straight.policy))
+    adams = straight.algo.optimizer.device_adam, resumed.algo.optimizer.device_adam
+    assert torch.equal(adams[0].lr, adams[1].lr)  # the adapted rate came back too
+    assert torch.equal(adams[0].exp_avg_sq, adams[1].exp_avg_sq)
