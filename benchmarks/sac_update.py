@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import gymnasium.spaces as spaces
 import torch
 from tensordict import TensorDict
 
@@ -30,8 +31,11 @@ from benchmarks.common import (
     time_interleaved,
     write_json,
 )
+from rlcore.algos.sac import SAC
+from rlcore.policies import SquashedGaussianActor
 from rlcore.presets import SAC_PRESETS
-from rlcore.trainer import Trainer
+
+OBS_DIM, ACTION_DIM = 17, 6  # HalfCheetah-v5's
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -40,21 +44,27 @@ def size_name(sizes: tuple[int, ...]) -> str:
     return "x".join(map(str, sizes))
 
 
-def build(precision: str, hidden: tuple[int, ...]) -> Trainer:
+def build(
+    precision: str, hidden: tuple[int, ...], compiled: bool = False, device: str = "cpu"
+) -> SAC:
+    """The HalfCheetah preset's SAC (obs 17, action 6) with `hidden` networks, built
+    directly (no env: it runs where MuJoCo is not installed, on any device)."""
     base = SAC_PRESETS["mujoco_halfcheetah"]
-    cfg = dataclasses.replace(
-        base,
-        policy=dataclasses.replace(base.policy, hidden_sizes=hidden),
-        algo=dataclasses.replace(base.algo, precision=precision),
-        trainer=dataclasses.replace(base.trainer, eval_every_iters=0),
-        replay=dataclasses.replace(base.replay, capacity=1_000, warmup_steps=0),
-    )
-    return Trainer(cfg)
+    policy_cfg = dataclasses.replace(base.policy, hidden_sizes=hidden)
+    algo = dataclasses.replace(base.algo, precision=precision)
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(OBS_DIM, spaces.Box(-1.0, 1.0, (ACTION_DIM,)), policy_cfg)
+    actor = actor.to(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    return SAC(
+        actor, algo, algo.critic_hidden_sizes or hidden, policy_cfg.activation, generator,
+        compile_update=compiled,
+    )  # fmt: skip
 
 
-def random_batch(size: int, obs_dim: int, action_dim: int) -> TensorDict:
+def random_batch(size: int, obs_dim: int, action_dim: int, device: str = "cpu") -> TensorDict:
     gen = torch.Generator().manual_seed(0)
-    return TensorDict(
+    batch = TensorDict(
         {
             "obs": {"state": torch.randn(size, obs_dim, generator=gen)},
             "action": torch.rand(size, action_dim, generator=gen) * 2 - 1,
@@ -64,6 +74,7 @@ def random_batch(size: int, obs_dim: int, action_dim: int) -> TensorDict:
         },
         batch_size=[size],
     )
+    return batch.to(device)
 
 
 def median_ratio(num: list[float], den: list[float]) -> float:
@@ -75,6 +86,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden", type=hidden_sizes, nargs="+", default=[(256, 256)])
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--compile", action="store_true",
+        help="also time each setting with runtime.compile (the compiled update)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     sizes = list(dict.fromkeys(args.hidden))
     precisions = list(dict.fromkeys(args.precisions))
@@ -83,26 +99,39 @@ def main(argv: list[str] | None = None) -> None:
         f"SAC update, networks {', '.join(map(size_name, sizes))}, batch {args.batch}",
         method=f"interleaved repetitions (--reps {args.reps}); medians",
     )
-    trainers = {(s, p): build(p, s) for s in sizes for p in precisions}
-    env = next(iter(trainers.values())).env
-    batch = random_batch(args.batch, env.obs_dim, env.action_dim)
-    timings = time_interleaved(
-        {key: (lambda t=t: t.algo.update(batch)) for key, t in trainers.items()}, args.reps
-    )
+    modes = [False, True] if args.compile else [False]
+    algos = {
+        (s, p, c): build(p, s, c, args.device) for s in sizes for p in precisions for c in modes
+    }
+    batch = random_batch(args.batch, OBS_DIM, ACTION_DIM, args.device)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else lambda: None
+
+    def timed(algo: SAC) -> None:
+        algo.update(batch)
+        sync()
+
+    timings = time_interleaved({key: (lambda a=a: timed(a)) for key, a in algos.items()}, args.reps)
     samples = {key: t.samples_s for key, t in timings.items()}
     rows = []
-    for (size, precision), timing in timings.items():
-        row = {"hidden": size_name(size), "precision": precision}
+    for (size, precision, compiled), timing in timings.items():
+        row = {"hidden": size_name(size), "precision": precision, "compiled": compiled}
         row["update_ms"] = timing.median_s * 1e3
-        row["vs_first_size"] = median_ratio(samples[size, precision], samples[sizes[0], precision])
+        mine = samples[size, precision, compiled]
+        row["vs_first_size"] = median_ratio(mine, samples[sizes[0], precision, compiled])
         if len(precisions) == 2:
-            row["bf16_vs_f32"] = median_ratio(samples[size, "bfloat16"], samples[size, "float32"])
+            row["bf16_vs_f32"] = median_ratio(
+                samples[size, "bfloat16", compiled], samples[size, "float32", compiled]
+            )
+        row["compiled_vs_eager"] = median_ratio(mine, samples[size, precision, False])
         rows.append(row)
     columns = [
         ("hidden", "hidden", ""),
         ("precision", "precision", ""),
+        ("compiled", "compiled", ""),
         ("update_ms", "ms per update", ".2f"),
     ]
+    if args.compile:
+        columns.append(("compiled_vs_eager", "/ eager's", ".3f"))
     if len(sizes) > 1:
         columns.append(("vs_first_size", f"/ {size_name(sizes[0])}'s", ".3f"))
     if len(precisions) == 2:

@@ -316,16 +316,23 @@ class SquashedGaussianActor(ReadsObservations):
         return mean, log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
 
     def sample_normalized(
-        self, x: torch.Tensor, generator: torch.Generator | None = None
+        self,
+        x: torch.Tensor,
+        generator: torch.Generator | None = None,
+        noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised squashed actions in [-1, 1] and their log-probabilities, with
         gradients, from the actor's input (`features`; the SAC losses).
 
+        `noise`: the standard normal draws to use (a compiled update draws them outside,
+        from `generator`, in the same order), else drawn here.
+
         Shape:
-            x: [B, actor input]; returns [B, action_dim] and [B]
+            x: [B, actor input]; noise: [B, action_dim]; returns [B, action_dim] and [B]
         """
         mean, log_std = self._mean_log_std(x)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        if noise is None:
+            noise = torch.randn(mean.shape, generator=generator, device=mean.device)
         pre_tanh = mean + noise * log_std.exp()
         gaussian = (-0.5 * noise.square() - log_std - _HALF_LOG_2PI).sum(-1)
         return pre_tanh.tanh(), gaussian - _log_squash_jacobian(pre_tanh)

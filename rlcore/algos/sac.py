@@ -21,7 +21,6 @@ from torch import nn
 from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.sac_config import SACConfig
 from rlcore.encoders import random_shift
-from rlcore.errors import ConfigError
 from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
 from rlcore.precision import native_bf16
 from rlcore.replay import NEXT_OBS
@@ -85,14 +84,15 @@ class SAC:
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> SAC:
-        if ctx.compile_loss:
-            raise ConfigError("runtime.compile is not supported by sac; set it to false")
         assert isinstance(ctx.policy, SquashedGaussianActor)
         hidden = ctx.cfg.critic_hidden_sizes or ctx.experiment.policy.hidden_sizes
         # The critics' initial weights come from the run's seed, as the policy's do.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.experiment.trainer.seed + 1)
-            return cls(ctx.policy, ctx.cfg, hidden, ctx.experiment.policy.activation, ctx.generator)
+            return cls(
+                ctx.policy, ctx.cfg, hidden, ctx.experiment.policy.activation, ctx.generator,
+                compile_update=ctx.compile_loss,
+            )  # fmt: skip
 
     def __init__(
         self,
@@ -101,6 +101,7 @@ class SAC:
         critic_hidden_sizes: tuple[int, ...],
         activation: str,
         generator: torch.Generator,
+        compile_update: bool = False,
     ) -> None:
         self.actor, self.cfg, self.generator = actor, cfg, generator
         device = actor.action_scale.device
@@ -132,6 +133,15 @@ class SAC:
             cfg.precision == "auto" and native_bf16(device)
         )
         self._device_type = device.type
+        # Compiled: the critics' and the actor's losses (forward, and backward through
+        # AOTAutograd); the optimizer steps stay eager (fused Adam). The random draws stay
+        # out of the compiled code (a generator cannot enter it) and come first, in the
+        # eager update's order. Image observations' random shifts draw inside the losses:
+        # those run eager.
+        self._compiled = compile_update and not (self._images and cfg.random_shift)
+        if self._compiled:
+            self._critic_terms = torch.compile(self._critic_terms, dynamic=False)
+            self._actor_terms = torch.compile(self._actor_terms, dynamic=False)
 
     def _autocast(self) -> torch.autocast:
         """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""
@@ -139,15 +149,18 @@ class SAC:
             self._device_type, dtype=torch.bfloat16, enabled=self._mixed_precision
         )
 
-    def critic_target_value(self, batch: TensorDict, alpha: torch.Tensor) -> torch.Tensor:
-        """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s').
+    def critic_target_value(
+        self, batch: TensorDict | dict, alpha: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(s')
+        (`noise`: its standard normal draws, else drawn from the generator).
 
         Shape: returns [B]
         """
         cfg, actor = self.cfg, self.actor
         with torch.no_grad():
             next_x, next_critic_x = actor.features(self._augmented(batch[NEXT_OBS]))
-            next_action, next_log_prob = actor.sample_normalized(next_x, self.generator)
+            next_action, next_log_prob = actor.sample_normalized(next_x, self.generator, noise)
             next_q = self.critic_target(next_critic_x, next_action).amin(0)
             soft_value = next_q - alpha * next_log_prob
             keep = (~batch[TERMINATED]).float()
@@ -168,23 +181,22 @@ class SAC:
 
         Returns the detached stats in `metric_names` order (no host sync).
         """
-        actor = self.actor
+        noise: list[torch.Tensor | None] = [None, None]
+        data: TensorDict | dict = batch
+        if self._compiled:
+            # The draws the eager update makes, in its order: a' ~ pi(s'), then a ~ pi(s).
+            shape, device = (batch.batch_size[0], self.actor.action_dim), self.log_alpha.device
+            noise = [torch.randn(shape, generator=self.generator, device=device) for _ in noise]
+            data = {key: _plain(batch[key]) for key in (OBS, NEXT_OBS, ACTION, REWARD, TERMINATED)}
         alpha = self.log_alpha.detach().exp()
-        with self._autocast():
-            target = self.critic_target_value(batch, alpha)
-            x, critic_x = actor.features(self._augmented(batch[OBS]))
-            q = self.critic(critic_x, actor.from_env(batch[ACTION]))
-        critic_loss = 0.5 * (q - target).square().mean(1).sum()
+        critic_loss, q, x, critic_x = self._critic_terms(data, alpha, noise[0])
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
 
         self.critic.requires_grad_(False)  # the actor's loss moves the actor alone
-        x, critic_x = x.detach(), critic_x.detach()  # and not the image encoders
-        with self._autocast():
-            action, log_prob = actor.sample_normalized(x, self.generator)
-            q_pi = self.critic(critic_x, action).amin(0)
-        actor_loss = (alpha * log_prob - q_pi).mean()
+        # ... and not the image encoders
+        actor_loss, log_prob = self._actor_terms(x.detach(), critic_x.detach(), alpha, noise[1])
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -207,6 +219,29 @@ class SAC:
                 -log_prob.mean(),
             ]
         )
+
+    def _critic_terms(
+        self, batch: TensorDict | dict, alpha: torch.Tensor, noise: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics' loss, their Q values and the actor's and critics' inputs of `obs`."""
+        with self._autocast():
+            target = self.critic_target_value(batch, alpha, noise)
+            x, critic_x = self.actor.features(self._augmented(batch[OBS]))
+            q = self.critic(critic_x, self.actor.from_env(batch[ACTION]))
+        return 0.5 * (q - target).square().mean(1).sum(), q, x, critic_x
+
+    def _actor_terms(
+        self,
+        x: torch.Tensor,
+        critic_x: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss and the log-probabilities of its sampled actions."""
+        with self._autocast():
+            action, log_prob = self.actor.sample_normalized(x, self.generator, noise)
+            q_pi = self.critic(critic_x, action).amin(0)
+        return (alpha * log_prob - q_pi).mean(), log_prob
 
     @torch.no_grad()
     def update_targets(self) -> None:
@@ -238,3 +273,8 @@ class SAC:
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+
+def _plain(value: torch.Tensor | TensorDict) -> torch.Tensor | dict[str, torch.Tensor]:
+    """A batch field as a tensor or a dict of tensors (what a compiled function reads)."""
+    return dict(value.items()) if isinstance(value, TensorDict) else value

@@ -20,12 +20,13 @@ BOX = spaces.Box(
 )
 
 
-def make_sac(gamma=0.9, tau=0.005, seed=0, precision="float32", hidden=8):
+def make_sac(gamma=0.9, tau=0.005, seed=0, precision="float32", hidden=8, compile_update=False):
     torch.manual_seed(seed)
     policy = PolicyConfig(hidden_sizes=(hidden,), activation="relu")
     actor = SquashedGaussianActor(3, BOX, policy)
     cfg = SACConfig(gamma=gamma, tau=tau, precision=precision)
-    return SAC(actor, cfg, (hidden,), "relu", torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed)
+    return SAC(actor, cfg, (hidden,), "relu", gen, compile_update=compile_update)
 
 
 def random_batch(size=16, seed=0):
@@ -47,7 +48,9 @@ def test_target_bootstraps_truncated_but_not_terminated_transitions(monkeypatch)
     # Fixed next-state log-probabilities and target Q values (two critics, two samples).
     next_log_prob = torch.tensor([-1.0, -2.0])
     monkeypatch.setattr(
-        sac.actor, "sample_normalized", lambda x, g=None: (torch.zeros(2, 2), next_log_prob)
+        sac.actor,
+        "sample_normalized",
+        lambda x, g=None, noise=None: (torch.zeros(2, 2), next_log_prob),
     )
     monkeypatch.setattr(sac, "critic_target", lambda x, a: torch.tensor([[2.0, 4.0], [3.0, 5.0]]))
     batch = TensorDict(
@@ -230,3 +233,25 @@ def test_random_shift_augments_images_only_and_keeps_them_uint8():
     assert not torch.equal(shifted["image"], batch[OBS]["image"])
     assert torch.equal(shifted["proprio"], batch[OBS]["proprio"])
     assert torch.isfinite(make_pixel_sac(random_shift=2).update(pixel_batch())).all()
+
+
+def sac_parameters(sac):
+    params = [*sac.actor.parameters(), *sac.critic.parameters(), sac.log_alpha]
+    return torch.cat([p.detach().flatten() for p in params])
+
+
+def test_the_compiled_update_takes_the_eager_steps():
+    def three_updates(compiled):
+        sac = make_sac(seed=3, compile_update=compiled)
+        stats = torch.stack([sac.update(random_batch(seed=i)) for i in range(3)])
+        target = torch.cat([p.flatten() for p in sac.critic_target.parameters()])
+        return sac_parameters(sac), target, stats
+
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    eager, eager_target, eager_stats = three_updates(compiled=False)
+    compiled, compiled_target, compiled_stats = three_updates(compiled=True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs  # really compiled
+    assert not torch.allclose(sac_parameters(make_sac(seed=3)), eager)
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(compiled_target, eager_target, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-4)
