@@ -148,7 +148,8 @@ class RuntimeParams(_Section):
         False,
         description="compile the updates with torch.compile (needs a C++ compiler on CPU, "
         "Triton on CUDA): PPO's whole minibatch step (CUDA graphs on CUDA; metrics read from "
-        "the device only every log_every_iters), GRPO's and SAC's losses; seconds to compile",
+        "the device only every log_every_iters), GRPO's loss, SAC's losses on CUDA; seconds "
+        "to compile",
     )
 
     @field_validator("log_every_iters")

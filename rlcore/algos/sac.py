@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import math
 from typing import Any, ClassVar
 
@@ -25,6 +26,8 @@ from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussia
 from rlcore.precision import native_bf16
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
+
+log = logging.getLogger(__name__)
 
 
 class TwinQ(nn.Module):
@@ -91,7 +94,7 @@ class SAC:
             torch.manual_seed(ctx.experiment.trainer.seed + 1)
             return cls(
                 ctx.policy, ctx.cfg, hidden, ctx.experiment.policy.activation, ctx.generator,
-                compile_update=ctx.compile_loss,
+                compile_update=ctx.compile_loss and _compile_pays(ctx.env.device),
             )  # fmt: skip
 
     def __init__(
@@ -273,6 +276,16 @@ class SAC:
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+
+def _compile_pays(device: torch.device) -> bool:
+    """Whether compiling SAC's losses pays on `device`: on CUDA it cut an update of the
+    HalfCheetah networks to 0.86-0.96x; on CPU the generated kernels made it 1.4x slower
+    (benchmarks/README.md, *sac_update*), so there the update stays eager, said once."""
+    if torch.device(device).type == "cuda":
+        return True
+    log.warning("runtime.compile: SAC's update runs eager on CPU, where compiling slows it")
+    return False
 
 
 def _plain(value: torch.Tensor | TensorDict) -> torch.Tensor | dict[str, torch.Tensor]:

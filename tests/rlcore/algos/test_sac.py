@@ -255,3 +255,12 @@ def test_the_compiled_update_takes_the_eager_steps():
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(compiled_target, eager_target, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-4)
+
+
+def test_runtime_compile_leaves_the_cpu_update_eager_and_says_so(caplog):
+    from rlcore.algos.sac import _compile_pays
+
+    with caplog.at_level("WARNING"):
+        assert not _compile_pays(torch.device("cpu"))
+    assert "runs eager on CPU" in caplog.text
+    assert _compile_pays(torch.device("cuda"))
