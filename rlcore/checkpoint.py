@@ -136,4 +136,59 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
-__all__ = ["CheckpointError", "config_hash", "load_checkpoint", "save_checkpoint"]
+_RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint
+# What a resumable checkpoint's layout is: 2 since named observation entries and the
+# store-once replay buffer (1, or none: before them). Trained policies of any format load.
+RESUME_FORMAT = 2
+
+
+def read_resumable(path: Path, cfg: Any, world_size: int) -> dict[str, Any]:
+    """A trainer checkpoint that a run of `cfg` with `world_size` processes can continue
+    from, or a `CheckpointError` saying why not (another format, configuration or number
+    of processes)."""
+    state = load_checkpoint(path, map_location="cpu")
+    written = state.pop("resume_format", 1)
+    if written != RESUME_FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} was written by another rlcore (resume format {written}, "
+            f"this one reads {RESUME_FORMAT}); its policy still loads for evaluation, "
+            "but the run cannot continue from it: use a new run directory"
+        )
+    expected = config_hash(cfg)
+    if state["config_hash"] not in config_hashes(cfg):
+        raise CheckpointError(
+            f"checkpoint {path} was written by a different configuration "
+            f"(hash {state['config_hash']}, this run {expected}); use a new run directory"
+        )
+    if "ranks" not in state:  # written by a single process before ranks were stored
+        state["ranks"] = [{key: state.pop(key) for key in _RANK_KEYS}]
+    written_by = len(state["ranks"])
+    if written_by != world_size:
+        raise CheckpointError(
+            f"checkpoint {path} was written by {written_by} process(es) and this run has "
+            f"{world_size}: each rank continues its own envs, so resume with "
+            f"{written_by} process(es) or use a new run directory"
+        )
+    return state
+
+
+def to_cpu(value: Any) -> Any:
+    """`value` with every tensor in its (nested) dicts and lists moved to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: to_cpu(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(item) for item in value)
+    return value
+
+
+__all__ = [
+    "RESUME_FORMAT",
+    "CheckpointError",
+    "config_hash",
+    "load_checkpoint",
+    "read_resumable",
+    "save_checkpoint",
+    "to_cpu",
+]

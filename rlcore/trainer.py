@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,18 +16,20 @@ from rlcore.algos.base import Algorithm, AlgorithmContext, NonFiniteError
 from rlcore.algos.compile import check_compile_available
 from rlcore.algos.registry import algorithm_spec
 from rlcore.checkpoint import (
+    RESUME_FORMAT,
     CheckpointError,
     config_hash,
-    config_hashes,
-    load_checkpoint,
+    read_resumable,
     save_checkpoint,
+    to_cpu,
 )
-from rlcore.collector import EpisodeStats, SyncCollector
+from rlcore.collector import SyncCollector
 from rlcore.config import ExperimentConfig
 from rlcore.distributed import Distributed
 from rlcore.envs import make_env
 from rlcore.errors import ConfigError
 from rlcore.evaluate import evaluate
+from rlcore.pending import PendingIteration, read_pending
 from rlcore.rollout import OBS, REWARD, RolloutSpec, make_rollout, transition_view
 
 if TYPE_CHECKING:
@@ -38,11 +40,6 @@ log = logging.getLogger(__name__)
 MetricsSink = Callable[[int, dict[str, float]], None]
 """Receives `(steps_done, metrics)` after every iteration and evaluation (rank 0 only): env
 steps collected so far (offline only: their worth in gradient steps; see `Trainer.steps_done`)."""
-
-_RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint
-# What a resumable checkpoint's layout is: 2 since named observation entries and the
-# store-once replay buffer (1, or none: before them). Trained policies of any format load.
-RESUME_FORMAT = 2
 
 
 @dataclass
@@ -93,7 +90,7 @@ class Trainer:
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.sync_every = sync_every
-        self._pending: list[_PendingIteration] = []
+        self._pending: list[PendingIteration] = []
         self.cfg, self.sink = cfg, sink or (lambda step, metrics: None)
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
@@ -244,7 +241,7 @@ class Trainer:
             "train/iteration": float(self.iteration),
         }
         self._pending.append(
-            _PendingIteration(
+            PendingIteration(
                 self.iteration, self.steps_done, metrics, timing, episodes, totals, env_flags
             )
         )
@@ -255,12 +252,9 @@ class Trainer:
         """Read the waiting iterations' metrics from the device (one transfer per device),
         check them, and hand them to the sink in order (see `sync_every`)."""
         pending, self._pending = self._pending, []
-        tensors = [t for item in pending for t in item.tensors()]
-        values = iter(_read_host(tensors))
-        for item in pending:
-            host = item.read(values)
-            if item.env_flags is not None:
-                self._check_finite(host.pop(_ENV_FLAGS), item.iteration)
+        for item, host, env_flags in read_pending(pending):
+            if env_flags is not None:
+                self._check_finite(env_flags, item.iteration)
             self._check_losses(host, item.iteration)
             if self.dist.is_main:
                 self.sink(item.steps_done, host)
@@ -332,7 +326,7 @@ class Trainer:
         if self.replay is not None:
             state["replay"] = self.replay.state_dict()
         state["algo"] = self.algo.rank_state_dict()  # e.g. PPO's per-env running returns
-        return _to_cpu(state)
+        return to_cpu(state)
 
     def save(self, path: Path, extra: dict[str, Any] | None = None) -> None:
         """Write a checkpoint atomically (temp file + rename), with `extra` entries beside.
@@ -363,7 +357,7 @@ class Trainer:
         state, error = None, None
         if self.dist.is_main:
             try:
-                state = self._read_checkpoint(path)
+                state = read_resumable(path, self.cfg, self.dist.world_size)
             except CheckpointError as exc:
                 error = str(exc)
         error = self.dist.broadcast_object(error)
@@ -382,94 +376,3 @@ class Trainer:
         self.iteration = int(state.pop("iteration"))
         del state["config_hash"]
         return state
-
-    def _read_checkpoint(self, path: Path) -> dict[str, Any]:
-        state = load_checkpoint(path, map_location="cpu")
-        written = state.pop("resume_format", 1)
-        if written != RESUME_FORMAT:
-            raise CheckpointError(
-                f"checkpoint {path} was written by another rlcore (resume format {written}, "
-                f"this one reads {RESUME_FORMAT}); its policy still loads for evaluation, "
-                "but the run cannot continue from it: use a new run directory"
-            )
-        expected = config_hash(self.cfg)
-        if state["config_hash"] not in config_hashes(self.cfg):
-            raise CheckpointError(
-                f"checkpoint {path} was written by a different configuration "
-                f"(hash {state['config_hash']}, this run {expected}); use a new run directory"
-            )
-        if "ranks" not in state:  # written by a single process before ranks were stored
-            state["ranks"] = [{key: state.pop(key) for key in _RANK_KEYS}]
-        written_by = len(state["ranks"])
-        if written_by != self.dist.world_size:
-            raise CheckpointError(
-                f"checkpoint {path} was written by {written_by} process(es) and this run has "
-                f"{self.dist.world_size}: each rank continues its own envs, so resume with "
-                f"{written_by} process(es) or use a new run directory"
-            )
-        return state
-
-
-_ENV_FLAGS = "_env_flags"
-
-
-@dataclass
-class _PendingIteration:
-    """An iteration's results while they wait on the device (`Trainer.sync_every`)."""
-
-    iteration: int
-    steps_done: int
-    metrics: dict[str, float | torch.Tensor]
-    timing: dict[str, float]
-    episodes: EpisodeStats | None
-    totals: torch.Tensor | None
-    env_flags: torch.Tensor | None
-
-    def tensors(self) -> list[torch.Tensor]:
-        """What must be read from the device, in the order `read` consumes it."""
-        found = [v for v in self.metrics.values() if isinstance(v, torch.Tensor)]
-        found += [t for t in (self.totals, self.env_flags) if t is not None]
-        return found
-
-    def read(self, values: Iterator[list[float]]) -> dict[str, Any]:
-        """The metrics as floats (with the episodes' and, under `_ENV_FLAGS`, the env
-        checks'), from `values`: the host copies of `tensors()`, in order."""
-        host: dict[str, Any] = {
-            key: next(values)[0] if isinstance(value, torch.Tensor) else value
-            for key, value in self.metrics.items()
-        }
-        if self.totals is not None:
-            assert self.episodes is not None
-            totals = torch.tensor(next(values), dtype=torch.float64)
-            host |= self.episodes.metrics("train", totals=totals)
-        host |= self.timing
-        if self.env_flags is not None:
-            host[_ENV_FLAGS] = next(values)
-        return host
-
-
-def _read_host(tensors: list[torch.Tensor]) -> list[list[float]]:
-    """Each tensor's values as a list of floats, with one transfer per device."""
-    out: list[list[float]] = [[] for _ in tensors]
-    by_device: dict[torch.device, list[int]] = {}
-    for i, tensor in enumerate(tensors):
-        by_device.setdefault(tensor.device, []).append(i)
-    for ids in by_device.values():
-        parts = [tensors[i].detach().reshape(-1).to(torch.float64) for i in ids]
-        flat = torch.cat(parts).tolist()
-        start = 0
-        for i, part in zip(ids, parts, strict=True):
-            out[i] = flat[start : start + part.numel()]
-            start += part.numel()
-    return out
-
-
-def _to_cpu(value: Any) -> Any:
-    """`value` with every tensor in its (nested) dicts and lists moved to the CPU."""
-    if isinstance(value, torch.Tensor):
-        return value.cpu()
-    if isinstance(value, dict):
-        return {key: _to_cpu(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_to_cpu(item) for item in value)
-    return value
