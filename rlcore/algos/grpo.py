@@ -48,6 +48,11 @@ from rlcore.rollout import (
 )
 
 _BATCH_KEYS = (OBS, ACTION, SAMPLE_LOG_PROB, ADVANTAGE, REF_LOG_PROB)
+STAT_NAMES = (
+    "loss/policy", "loss/entropy", "stats/approx_kl", "stats/clip_fraction",
+    "stats/approx_ref_kl", "loss/aux",
+)  # fmt: skip
+"""The loss's statistics vector, by position (`GRPO._loss_terms`)."""
 _REFERENCE_CHUNK = 16384  # transitions per reference forward
 
 
@@ -110,7 +115,7 @@ class GRPO:
         self.optimizer.begin_update()
         chunk = resolve_microbatch_size(cfg.microbatch_size, rollout, self.policy)
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, tv[MASK])
-        sums = torch.zeros(6, device=tv.device)
+        sums = torch.zeros(len(STAT_NAMES), device=tv.device)
         num_batches = 0
         epochs = epoch_minibatches(
             tv, _BATCH_KEYS, num_minibatches, cfg.num_epochs, self.generator, where=tv[MASK]
@@ -121,16 +126,11 @@ class GRPO:
                 loss_fn = lambda rows, batch=batch: self._loss(minibatch_rows(batch, rows))  # noqa: E731
                 sums += self.optimizer.step(size, chunk, loss_fn, cfg.max_grad_norm)
                 num_batches += 1
-        # stats: [policy, entropy, approx_kl, clip_fraction, approx_ref_kl, aux]
-        means = (sums / max(num_batches, 1)).tolist()
+        means = dict(zip(STAT_NAMES, (sums / max(num_batches, 1)).tolist(), strict=True))
         self.optimizer.end_update()
-        aux = {"loss/aux": means[5]} if self.policy.aux_head is not None else {}
-        return aux | {
-            "loss/policy": means[0],
-            "loss/entropy": means[1],
-            "stats/approx_kl": means[2],
-            "stats/clip_fraction": means[3],
-            "stats/approx_ref_kl": means[4],
+        if self.policy.aux_head is None:
+            del means["loss/aux"]
+        return means | {
             "stats/group_return_std": group_std,
             "stats/loss_fraction": tv[MASK].float().mean().item(),
             "train/lr": self.optimizer.lr,
@@ -164,7 +164,11 @@ class GRPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
             batch[REF_LOG_PROB],
         )  # fmt: skip
-        raise_if_non_finite("GRPO", loss, stats, {"policy": 0, "ref_kl": 4})
+        shown = {
+            "policy": STAT_NAMES.index("loss/policy"),
+            "ref_kl": STAT_NAMES.index("stats/approx_ref_kl"),
+        }
+        raise_if_non_finite("GRPO", loss, stats, shown)
         return loss, stats
 
     def _loss_terms(

@@ -238,7 +238,8 @@ class PPO:
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[VALUE], batch[VALUE_TARGET],
             batch[ADVANTAGE],
         )  # fmt: skip
-        raise_if_non_finite("PPO", loss, stats, {"policy": 0, "value": 1})
+        shown = {"policy": STAT_NAMES.index("loss/policy"), "value": STAT_NAMES.index("loss/value")}
+        raise_if_non_finite("PPO", loss, stats, shown)
         return loss, stats
 
     def _loss_terms(
