@@ -23,6 +23,7 @@ from pipelines.compare.plots import plot_bands
 from pipelines.files import StagedOutputs
 from pipelines.layout import Layout
 from pipelines.params import Params
+from rlcore.algos.registry import reported_settings
 
 
 class SeedResultsError(ValueError):
@@ -30,26 +31,15 @@ class SeedResultsError(ValueError):
 
 
 def algorithm_line(params: Params) -> str:
-    """The algorithm's name, with its own summary when its config has one (`summary()`)."""
-    name, cfg = params.algorithm.section, params.algorithm.config
-    summary = getattr(cfg, "summary", None)
-    return f"{name.upper()} ({summary()})" if summary is not None else name.upper()
+    """The algorithm's name, with the summary its config declares (if any)."""
+    summary = reported_settings(params.algorithm.config).summary
+    name = params.algorithm.section.upper()
+    return f"{name} ({summary})" if summary is not None else name
 
 
 def _optimizer_line(params: Params) -> str:
-    """The settings most runs are compared by (those the algorithm's config has)."""
-    cfg = params.algorithm.config
-    parts = [f"lr {cfg.lr:g}"] if hasattr(cfg, "lr") else []
-    if hasattr(cfg, "lr_schedule"):
-        parts[-1] += f" ({cfg.lr_schedule})"
-    if hasattr(cfg, "num_epochs"):
-        parts.append(f"{cfg.num_epochs} epochs x {cfg.num_minibatches} minibatches")
-    for field, label in (("gamma", "gamma"), ("gae_lambda", "GAE lambda"), ("tau", "tau")):
-        if hasattr(cfg, field):
-            parts.append(f"{label} {getattr(cfg, field):g}")
-    if hasattr(cfg, "clip_eps"):
-        parts.append(f"clip {cfg.clip_eps:g}")
-    return ", ".join(parts)
+    """The settings most runs are compared by, as the algorithm's config declares them."""
+    return ", ".join(reported_settings(params.algorithm.config).optimizer)
 
 
 def seeds_table(seeds: Sequence[SeedRun]) -> str:

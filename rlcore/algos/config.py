@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlcore.algos.registry import AlgorithmSpec, register_algorithm
+from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algorithm
 
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
@@ -24,6 +24,16 @@ def _checker(section: str, config: Any) -> Check:
             raise ValueError(f"{section}.{field} must be {allowed}, got {getattr(config, field)!r}")
 
     return check
+
+
+def optimizer_parts(cfg: Any, *more: str) -> tuple[str, ...]:
+    """The report's optimizer line of PPO-style settings: rate (schedule), epochs x
+    minibatches, then `more`."""
+    return (
+        f"lr {cfg.lr:g} ({cfg.lr_schedule})",
+        f"{cfg.num_epochs} epochs x {cfg.num_minibatches} minibatches",
+        *more,
+    )
 
 
 def _check_optimization(check: Check, cfg: Any) -> None:
@@ -86,6 +96,15 @@ class PPOConfig:
                 f"trainer.num_steps = {rollout} transitions, got {self.num_minibatches}"
             )
 
+    def report(self) -> ReportedSettings:
+        """What the run report shows of these settings."""
+        extra = (
+            f"gamma {self.gamma:g}",
+            f"GAE lambda {self.gae_lambda:g}",
+            f"clip {self.clip_eps:g}",
+        )
+        return ReportedSettings(optimizer=optimizer_parts(self, *extra))
+
 
 register_algorithm(
     AlgorithmSpec("ppo", PPOConfig, "rlcore.algos.ppo:PPO", "rlcore.policies:actor_critic_policy")
@@ -144,9 +163,13 @@ class GRPOConfig:
             "start a rollout from different states)",
         )
 
-    def summary(self) -> str:
-        """What the run report says of the settings beyond the optimizer's."""
-        return f"groups of {self.group_size}, {self.episode_mode}, KL coefficient {self.kl_coef:g}"
+    def report(self) -> ReportedSettings:
+        """What the run report shows of these settings."""
+        return ReportedSettings(
+            optimizer=optimizer_parts(self, f"gamma {self.gamma:g}", f"clip {self.clip_eps:g}"),
+            summary=f"groups of {self.group_size}, {self.episode_mode}, "
+            f"KL coefficient {self.kl_coef:g}",
+        )
 
     def check_experiment(self, experiment: Any) -> None:
         """Every group is a block of envs: `group_size` must divide `env.num_envs`."""

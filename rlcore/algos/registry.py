@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from rlcore.algos.base import missing_members
 from rlcore.errors import ConfigError
@@ -29,6 +29,28 @@ from rlcore.errors import ConfigError
 _BUILTIN_MODULES = ("rlcore.algos.config", "rlcore.algos.sac_config")
 _REGISTRY: dict[str, AlgorithmSpec] = {}
 _loaded_builtins = False
+
+
+@dataclass(frozen=True)
+class ReportedSettings:
+    """What a run's report says of its algorithm's config: the parts of its optimizer line
+    (`"lr 0.001 (constant)"`, `"gamma 0.99"`, ...) and a summary of the rest, if any."""
+
+    optimizer: tuple[str, ...] = ()
+    summary: str | None = None
+
+
+@runtime_checkable
+class ReportedConfig(Protocol):
+    """An algorithm config that declares what reports show of it (every builtin one)."""
+
+    def report(self) -> ReportedSettings: ...
+
+
+def reported_settings(config: Any) -> ReportedSettings:
+    """What reports show of an algorithm config: its own `report()`, or nothing for a
+    config of an algorithm from outside this package that declares none."""
+    return config.report() if isinstance(config, ReportedConfig) else ReportedSettings()
 
 
 class UnknownAlgorithmError(ValueError):
@@ -41,7 +63,8 @@ class AlgorithmSpec:
 
     `config`: its frozen config dataclass, the `algorithm.<name>` section of params.yaml;
     it may define `check_experiment(experiment)` for rules that span sections (e.g. GRPO's
-    group size must divide the number of envs). `factory`: `"module:attr"` of the
+    group size must divide the number of envs), and `report()` returning the
+    `ReportedSettings` a run's report shows of it (`ReportedConfig`; none: nothing shown). `factory`: `"module:attr"` of the
     algorithm class (see `rlcore.algos.base.Algorithm` for what it provides). `policy`
     (optional): `"module:attr"` of its `make_policy` alone, so that evaluation and videos
     build the trained policy without importing the training code; by default the class's.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlcore.algos.config import _checker
-from rlcore.algos.registry import AlgorithmSpec, register_algorithm
+from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algorithm
 
 PRECISIONS = ("float32", "bfloat16", "auto")
 
@@ -65,14 +65,16 @@ class SACConfig:
             "positive ints or null",
         )
 
-    def summary(self) -> str:
-        """What the run report says of the settings beyond the optimizer's."""
+    def report(self) -> ReportedSettings:
+        """What the run report shows of these settings."""
         alpha = "learned" if self.autotune_alpha else "fixed"
         mixed = {"bfloat16": ", bf16 matmuls", "auto": ", bf16 matmuls where native"}.get(
             self.precision, ""
         )
-        return (
-            f"twin critics, tau {self.tau:g}, temperature {alpha} from {self.init_alpha:g}{mixed}"
+        return ReportedSettings(
+            optimizer=(f"lr {self.lr:g}", f"gamma {self.gamma:g}", f"tau {self.tau:g}"),
+            summary=f"twin critics, tau {self.tau:g}, temperature {alpha} from "
+            f"{self.init_alpha:g}{mixed}",
         )
 
 

@@ -107,3 +107,28 @@ def test_every_builtin_keeps_the_whole_contract_and_a_class_lacking_it_is_refuse
     with pytest.raises(ConfigError, match="lacks off_policy, same_step_reset, groups, "):
         spec.load()
     assert "rank_state_dict" in missing_members(type("Partial", (), {"off_policy": False}))
+
+
+def test_configs_declare_what_reports_show_of_them():
+    from dataclasses import dataclass
+
+    from rlcore.algos.config import GRPOConfig, PPOConfig
+    from rlcore.algos.registry import ReportedSettings, reported_settings
+    from rlcore.algos.sac_config import SACConfig
+
+    ppo = reported_settings(PPOConfig(lr=1e-3, num_epochs=5))
+    assert ppo.optimizer == (
+        "lr 0.001 (constant)", "5 epochs x 4 minibatches", "gamma 0.99", "GAE lambda 0.95",
+        "clip 0.2",
+    )  # fmt: skip
+    assert ppo.summary is None
+    grpo = reported_settings(GRPOConfig(group_size=4))
+    assert grpo.summary == "groups of 4, restart_groups, KL coefficient 0"
+    sac = reported_settings(SACConfig())
+    assert sac.optimizer == ("lr 0.0003", "gamma 0.99", "tau 0.005")
+
+    @dataclass(frozen=True)
+    class Undeclared:  # an outside algorithm's config that declares nothing
+        lr: float = 1e-3
+
+    assert reported_settings(Undeclared()) == ReportedSettings()

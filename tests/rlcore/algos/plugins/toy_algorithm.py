@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from rlcore.algos.registry import AlgorithmSpec, register_algorithm
+from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algorithm
 from rlcore.policies import Actor
 from rlcore.rollout import ACTION, OBS, REWARD, transition_view
 
@@ -23,6 +23,9 @@ class ToyConfig:
     def __post_init__(self) -> None:
         if self.lr <= 0:
             raise ValueError(f"toy.lr must be > 0, got {self.lr}")
+
+    def report(self) -> ReportedSettings:
+        return ReportedSettings(optimizer=(f"lr {self.lr:g}",), summary="no baseline")
 
 
 class Toy:
