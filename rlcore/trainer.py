@@ -180,9 +180,26 @@ class Trainer:
         the metrics sink, so an offline run's curve moves along like an online one's."""
         return self.iteration * self.steps_per_iter
 
-    def run(self, max_iters: int | None = None, checkpoint_path: Path | None = None) -> TrainResult:
-        """Train until the budget, a stop target, or `max_iters` more iterations."""
+    def run(
+        self,
+        max_iters: int | None = None,
+        checkpoint_path: Path | None = None,
+        every: int | None = None,
+        after: Callable[[Trainer], None] | None = None,
+    ) -> TrainResult:
+        """Train until the budget, a stop target, or `max_iters` more iterations.
+
+        The one training loop: the `train` stage, search trials and library scripts all
+        call it. `after(self)` runs whenever the iteration count reaches a multiple of
+        `every` and the run goes on (the stage saves resumable progress there, a search
+        trial reports to its pruner). `checkpoint_path` is the plain case: save there
+        every `trainer.checkpoint_every_iters` iterations and at the end.
+        """
         tc, start = self.cfg.trainer, time.perf_counter()
+        if checkpoint_path is not None:
+            if after is not None:
+                raise ValueError("give checkpoint_path or after, not both")
+            every, after = tc.checkpoint_every_iters or None, lambda t: t.save(checkpoint_path)
         end_iter = self.total_iters
         if max_iters is not None:
             end_iter = min(end_iter, self.iteration + max_iters)
@@ -192,9 +209,9 @@ class Trainer:
             last = self.iteration == self.total_iters
             if last or (tc.eval_every_iters and self.iteration % tc.eval_every_iters == 0):
                 reached = self._evaluate()
-            due = tc.checkpoint_every_iters and self.iteration % tc.checkpoint_every_iters == 0
-            if checkpoint_path is not None and due:
-                self.save(checkpoint_path)
+            goes_on = not (last or reached)
+            if after is not None and every and self.iteration % every == 0 and goes_on:
+                after(self)
         self.flush()
         if checkpoint_path is not None:
             self.save(checkpoint_path)

@@ -189,18 +189,11 @@ def run_training(
 ) -> bool:
     """Train to the configured budget or stop target; True if the target was reached.
 
-    The one training loop behind the `train` stage and every search trial. `after_chunk`
-    runs after each `chunk_iters` iterations that did not finish the run (the stage saves
-    resumable progress there); metrics go to the trainer's own sink as they are produced.
+    `Trainer.run`, the one training loop, with `after_chunk` run after each `chunk_iters`
+    iterations that did not finish the run (the stage saves resumable progress there);
+    metrics go to the trainer's own sink as they are produced.
     """
-    total = trainer.total_iters
-    chunk = chunk_iters or total
-    reached = False
-    while trainer.iteration < total and not reached:
-        reached = trainer.run(max_iters=chunk).reached_target
-        if after_chunk is not None and trainer.iteration < total and not reached:
-            after_chunk(trainer)
-    return reached
+    return trainer.run(every=chunk_iters, after=after_chunk).reached_target
 
 
 def train(params: Params, layout: Layout | None = None) -> dict[str, float]:

@@ -64,10 +64,11 @@ class AlgorithmSpec:
     `config`: its frozen config dataclass, the `algorithm.<name>` section of params.yaml;
     it may define `check_experiment(experiment)` for rules that span sections (e.g. GRPO's
     group size must divide the number of envs), and `report()` returning the
-    `ReportedSettings` a run's report shows of it (`ReportedConfig`; none: nothing shown). `factory`: `"module:attr"` of the
-    algorithm class (see `rlcore.algos.base.Algorithm` for what it provides). `policy`
-    (optional): `"module:attr"` of its `make_policy` alone, so that evaluation and videos
-    build the trained policy without importing the training code; by default the class's.
+    `ReportedSettings` a run's report shows of it (`ReportedConfig`; none: nothing shown).
+    `factory`: `"module:attr"` of the algorithm class (see `rlcore.algos.base.Algorithm` for
+    what it provides). `policy` (optional): `"module:attr"` of its `make_policy` alone,
+    so that evaluation and videos build the trained policy without importing the training
+    code; by default the class's.
     `presets_from` (optional): the builtin algorithm whose presets this one takes, e.g.
     `"ppo"` for a PPO variant (`rlcore.presets.choose_preset`): a preset gives it that
     preset's env, policy, trainer and replay settings, and of its algorithm settings those
