@@ -91,7 +91,7 @@ def solve_config(
     return dataclasses.replace(base, trainer=tc)
 
 
-def run_ours(base: ExperimentConfig, task: str, seed: int) -> SolveRun:
+def run_ours(base: ExperimentConfig, task: str, seed: int, compiled: bool = False) -> SolveRun:
     cfg = solve_config(base, task, seed)
     metric, threshold = TARGETS[task]
     eval_s = [0.0]
@@ -100,21 +100,23 @@ def run_ours(base: ExperimentConfig, task: str, seed: int) -> SolveRun:
         eval_s[0] += metrics.get("time/eval_s", 0.0)
 
     start = time.perf_counter()
-    trainer = Trainer(cfg, sink=sink)
+    trainer = Trainer(cfg, sink=sink, compile_loss=compiled)
     result = trainer.run()
     wall = time.perf_counter() - start
     final = result.eval_metrics.get(metric, float("nan"))
     impl = "rlcore" if cfg.algorithm == "ppo" else f"rlcore-{cfg.algorithm}"
+    impl += "-compiled" if compiled else ""
     return SolveRun(
         impl, task, seed, wall, eval_s[0], result.env_steps, metric, final, final >= threshold,
     )  # fmt: skip
 
 
-def warm_up_ours(base: ExperimentConfig, task: str) -> None:
-    """One untimed iteration and evaluation: first-call costs stay out of the timed runs."""
+def warm_up_ours(base: ExperimentConfig, task: str, compiled: bool = False) -> None:
+    """One untimed iteration and evaluation: first-call costs (compiling, with `compiled`:
+    each later run compiles again from torch's on-disk cache) stay out of the timed runs."""
     cfg = solve_config(base, task, seed=0, quiet=True)
     cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, eval_every_iters=1))
-    Trainer(cfg).run(max_iters=1)
+    Trainer(cfg, compile_loss=compiled).run(max_iters=1)
 
 
 def run_sb3(
@@ -242,6 +244,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 cartpole baseline")
     parser.add_argument(
+        "--compile", action="store_true",
+        help="also run each task with runtime.compile, side by side (ratios printed)",
+    )  # fmt: skip
+    parser.add_argument(
         "--algorithm",
         choices=("ppo", "grpo"),
         default="ppo",
@@ -265,14 +271,16 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     medians: dict[tuple[str, str], dict[str, Any]] = {}
     runs_of: dict[tuple[str, str], list[SolveRun]] = {}
-    groups: list[tuple[str, str]] = [(task, "rlcore") for task in args.tasks]
+    groups: list[tuple[str, str]] = []
+    for task in args.tasks:
+        groups += [(task, "rlcore")] + ([(task, "rlcore-compiled")] if args.compile else [])
     with_sb3 = args.algorithm == "ppo" and not args.no_sb3
     cartpoles = [t for t in ("cartpole", "gym_cartpole") if t in args.tasks]
     if cartpoles and with_sb3 and sb3_available():
         groups.insert(groups.index((cartpoles[-1], "rlcore")) + 1, ("cartpole", "sb3"))
     for task, impl in groups:
-        base = None
-        if impl == "rlcore":
+        base, compiled = None, impl == "rlcore-compiled"
+        if impl.startswith("rlcore"):
             base = preset_or_note(task, f"solve time of {task}", args.algorithm)
             if base is None:
                 continue
@@ -280,11 +288,11 @@ def main(argv: list[str] | None = None) -> None:
         if base is None:
             run_sb3(args.seeds[0], total_steps=512, eval_every=256)
         else:
-            warm_up_ours(base, task)
+            warm_up_ours(base, task, compiled)
         runs = []
         for seed in args.seeds:
             print(f"... {impl} {task} seed {seed}", flush=True)
-            run = run_sb3(seed) if base is None else run_ours(base, task, seed)
+            run = run_sb3(seed) if base is None else run_ours(base, task, seed, compiled)
             runs.append(run)
             rows.append(run.row())
             print(
@@ -298,6 +306,17 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print_table(rows, COLUMNS)
     comparison: dict[str, Any] = {}
+    for task in args.tasks:
+        eager, fast = medians.get((task, "rlcore")), medians.get((task, "rlcore-compiled"))
+        if eager is None or fast is None:
+            continue
+        wall = fast["wall_ex_eval_s"] / eager["wall_ex_eval_s"]
+        steps = fast["env_steps"] / eager["env_steps"]
+        comparison[f"{task}_compiled_over_eager_wall_ex_eval"] = wall
+        print(
+            f"{task}: runtime.compile / eager, median wall time to the target (evaluation "
+            f"excluded) {wall:.3f}, median env steps {steps:.3f}"
+        )
     sb3 = medians.get(("cartpole", "sb3"))
     gym = medians.get(("gym_cartpole", "rlcore"))
     if gym is not None and sb3 is not None:
