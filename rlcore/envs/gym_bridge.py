@@ -74,7 +74,7 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from tensordict import TensorDict
 
-from rlcore.envs.base import BatchedEnv, StepSlot, check_group_size
+from rlcore.envs.base import BatchedEnv, HostViews, StepSlot, check_group_size
 from rlcore.envs.gym_spaces import (
     GymnasiumBridgeError,
     action_space_of,
@@ -87,12 +87,6 @@ VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
 ACTION_MODES = ("clip", "rescale")
 _SEED_BOUND = 2**31 - 1
-
-
-def _flag_fields(slot: StepSlot) -> tuple[torch.Tensor, ...]:
-    """The slot's reward and flags, in `StepSlot.host_views` order (`valid` last, if any)."""
-    fields = (slot.reward, slot.terminated, slot.truncated, slot.done)
-    return fields if slot.valid is None else (*fields, slot.valid)
 
 
 @contextlib.contextmanager
@@ -307,7 +301,7 @@ class GymnasiumEnv(BatchedEnv):
         # Named entries write through numpy views of each slot's entries, made once per slot
         # (by `id`; an entry leaves with its slot, before the id can be reused).
         self._slot_views: dict[int, dict[str, np.ndarray]] = {}
-        self._staging: tuple[np.ndarray, ...] | None = None
+        self._staging: HostViews | None = None
         # On CPU, numpy views of `final_obs` (and of its one entry, for a flat env).
         self._final_host: dict[str, np.ndarray] | None = None
         self._final_rows: np.ndarray | None = None
@@ -348,10 +342,14 @@ class GymnasiumEnv(BatchedEnv):
             key: buffer(*e.shape, dtype=e.dtype) for key, e in self.obs_spec.items()
         }
         self._staged_entries = {key: t.numpy() for key, t in self._staged_obs.items()}
-        count = 4 if self.has_invalid_steps else 3
-        self._staging_tensors = (buffer(), *(buffer(dtype=torch.bool) for _ in range(count)))
+        # Reward and flags, by their `StepSlot` (and `HostViews`) field names.
+        flags = ("terminated", "truncated", "done", "valid")[: 4 if self.has_invalid_steps else 3]
+        self._staged_fields = {"reward": buffer()} | {
+            name: buffer(dtype=torch.bool) for name in flags
+        }
         flat = self._staged_entries[FLAT_KEY] if self._flat else np.empty(0, np.float32)
-        self._staging = (flat, *(t.numpy() for t in self._staging_tensors))
+        fields = {name: staged.numpy() for name, staged in self._staged_fields.items()}
+        self._staging = HostViews(next_obs=flat, **fields)
         # The host must not rewrite staging before the previous step's copies have run.
         self._copied = torch.cuda.Event() if pin else None
         self._final_host = self._final_rows = None
@@ -474,18 +472,18 @@ class GymnasiumEnv(BatchedEnv):
             host = self._staging
             if self._copied is not None:
                 self._copied.synchronize()
-        done = host[4]
+        done = host.done
         # Next-step: this step reset the pending instances. Only a rollout's slot has `valid`
         # (evaluation's has none); read `_pending` before `done` is written (it may alias it).
-        if self.has_invalid_steps and len(host) > 5:
-            np.logical_not(self._pending, host[5])
-        host[2][...] = terminated  # each a single numpy copy (casting as needed)
-        host[3][...] = truncated
-        np.logical_or(host[2], host[3], done)
-        host[1][...] = reward
+        if self.has_invalid_steps and host.valid is not None:
+            np.logical_not(self._pending, host.valid)
+        host.terminated[...] = terminated  # each a single numpy copy (casting as needed)
+        host.truncated[...] = truncated
+        np.logical_or(host.terminated, host.truncated, done)
+        host.reward[...] = reward
         next_obs: np.ndarray | dict[str, np.ndarray]
         if self._flat:
-            next_obs = host[0]
+            next_obs = host.next_obs
             if self._plain_rows:
                 next_obs[...] = obs
             else:
@@ -503,8 +501,10 @@ class GymnasiumEnv(BatchedEnv):
         if self._staging is not None:
             for key, staged in self._staged_obs.items():
                 slot.next_obs[key].copy_(staged, non_blocking=True)
-            for staged, out in zip(self._staging_tensors, _flag_fields(slot)):  # noqa: B905
-                out.copy_(staged, non_blocking=True)
+            for name, staged in self._staged_fields.items():
+                out = getattr(slot, name)
+                if out is not None:  # `valid`: only a rollout's slot has it
+                    out.copy_(staged, non_blocking=True)
             if self._copied is not None:
                 self._copied.record()
 

@@ -131,7 +131,8 @@ class MujocoEnv(TorchEnv):
         engine, task, ops = self.engine, self.task, self._ops
         if self._numpy_slots:  # numpy views of the slot, made once per slot
             act = slot.host_action if action is slot.action else ops.as_array(action.cpu())
-            next_obs, reward, terminated = slot.host_views[:3]
+            views = slot.host_views
+            next_obs, reward, terminated = views.next_obs, views.reward, views.terminated
             self._slot_obs = (slot.next_obs[FLAT_KEY], next_obs)  # for `_observe`, right after
         else:
             act, reward, terminated = action, slot.reward, slot.terminated
