@@ -1,0 +1,146 @@
+"""Building the Gymnasium vector env that the bridge (`rlcore.envs.gym_bridge`) wraps, from an
+env id: `gymnasium.make_vec` with the bridge's options, built to render frames for videos
+where the env can, with MuJoCo's warnings reported as Python warnings."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from rlcore.envs.gym_spaces import GymnasiumBridgeError
+from rlcore.envs.mujoco_gl import prefer_offscreen_gl
+
+VECTORIZATIONS = ("sync", "async", "vector_entry_point")
+AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build a vector env from an id (`GymnasiumEnv`'s keywords of the same names)."""
+
+    vectorization: str = "sync"
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    autoreset: str | None = None  # None: Gymnasium's default (next-step)
+    render_size: int | None = None  # frames will be asked for at this size (videos)
+
+    def __post_init__(self) -> None:
+        if self.vectorization not in VECTORIZATIONS:
+            raise ValueError(
+                f"vectorization must be one of {VECTORIZATIONS}, got {self.vectorization!r}"
+            )
+        if self.autoreset is not None and self.autoreset not in AUTORESET_MODES:
+            raise ValueError(
+                f"autoreset must be one of {list(AUTORESET_MODES)} (or None: Gymnasium's "
+                f"default), got {self.autoreset!r}"
+            )
+
+
+@contextlib.contextmanager
+def gymnasium_build_context(env_id: str) -> Iterator[None]:
+    """While a MuJoCo env `env_id` is built, report MuJoCo's warnings as Python warnings
+    (and pick offscreen rendering where there is no display: `prefer_offscreen_gl`).
+
+    MuJoCo prints each warning to stdout and appends it to `MUJOCO_LOG.TXT` in the working
+    directory: under MuJoCo 4, Gymnasium's `half_cheetah.xml` (a deprecated compiler
+    attribute) gives one per instance, 64 printed blocks for 64 envs. As a `RuntimeWarning`
+    it is shown once and can be filtered. MuJoCo's handler is global: it is restored on exit.
+    Envs that are not MuJoCo's (by their entry point), and async workers, are left alone.
+    """
+    try:
+        entry_point = str(gymnasium.spec(env_id).entry_point)
+    except gymnasium.error.Error:  # an unknown id: `make_vec` reports it
+        entry_point = ""
+    if "mujoco" not in entry_point and "mujoco" not in sys.modules:
+        yield
+        return
+    prefer_offscreen_gl()  # before MuJoCo's import: frames for videos on headless machines
+    try:
+        import mujoco
+    except ImportError:  # Gymnasium names the missing extra when it builds the env
+        yield
+        return
+
+    messages: list[str] = []  # the handler runs inside MuJoCo's C code: it must not raise
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(messages.append)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    for message, count in collections.Counter(messages).items():  # distinct, in order
+        times = f" ({count} times)" if count > 1 else ""
+        warnings.warn(f"gymnasium:{env_id}: MuJoCo: {message}{times}", RuntimeWarning, stacklevel=3)
+
+
+def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> VectorEnv:
+    """`gymnasium.make_vec` of `num_envs` instances of `env_id`, built to render frames where
+    the env can (see `_render_attempts`)."""
+    if num_envs <= 0:
+        raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
+    kwargs = dict(options.env_kwargs)
+    if options.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = options.max_episode_steps
+    vector_kwargs = {}
+    if options.autoreset is not None:
+        if options.vectorization not in ("sync", "async"):
+            raise GymnasiumBridgeError(
+                f"gymnasium:{env_id}: autoreset applies to vectorization 'sync' or 'async'; "
+                f"a {options.vectorization!r} env has its own auto-reset mode"
+            )
+        vector_kwargs["autoreset_mode"] = AUTORESET_MODES[options.autoreset]
+
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # Headless: pygame-rendered envs (classic control) draw offscreen; without this,
+        # SDL prints "error: XDG_RUNTIME_DIR is invalid", which reads like one of ours.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+    def make(**extra: Any) -> VectorEnv:
+        return gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=options.vectorization,
+            vector_kwargs=vector_kwargs,
+            **kwargs,
+            **extra,
+        )
+
+    try:
+        with gymnasium_build_context(env_id):
+            if "render_mode" in kwargs:
+                return make()
+            attempts = _render_attempts(kwargs, options.render_size)
+            for extra in attempts[:-1]:
+                try:
+                    return make(**extra)
+                except TypeError:  # a constructor without these keywords
+                    continue
+            return make()
+    except gymnasium.error.Error as exc:  # an unknown id
+        raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
+    except TypeError as exc:  # a keyword the env's constructor does not take
+        raise GymnasiumBridgeError(
+            f"env.options.env_kwargs: gymnasium:{env_id} does not take "
+            f"{dict(options.env_kwargs)} ({exc})"
+        ) from None
+
+
+def _render_attempts(kwargs: Mapping[str, Any], render_size: int | None) -> list[dict[str, Any]]:
+    """The render keywords to build with, in order, the last none at all: frames for videos
+    where the env can render; at the video's size where the env renders offscreen at a fixed
+    size (MuJoCo: 480 x 480 unless told)."""
+    attempts: list[dict[str, Any]] = [{"render_mode": "rgb_array"}, {}]
+    if render_size is not None and not {"width", "height"} & set(kwargs):
+        sized = {"render_mode": "rgb_array", "width": render_size, "height": render_size}
+        attempts.insert(0, sized)
+    return attempts
