@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
@@ -17,7 +16,6 @@ import gymnasium
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from rlcore.envs.gym_spaces import GymnasiumBridgeError
-from rlcore.envs.mujoco_gl import prefer_offscreen_gl
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
@@ -47,8 +45,7 @@ class BuildOptions:
 
 @contextlib.contextmanager
 def gymnasium_build_context(env_id: str) -> Iterator[None]:
-    """While a MuJoCo env `env_id` is built, report MuJoCo's warnings as Python warnings
-    (and pick offscreen rendering where there is no display: `prefer_offscreen_gl`).
+    """While a MuJoCo env `env_id` is built, report MuJoCo's warnings as Python warnings.
 
     MuJoCo prints each warning to stdout and appends it to `MUJOCO_LOG.TXT` in the working
     directory: under MuJoCo 4, Gymnasium's `half_cheetah.xml` (a deprecated compiler
@@ -63,7 +60,6 @@ def gymnasium_build_context(env_id: str) -> Iterator[None]:
     if "mujoco" not in entry_point and "mujoco" not in sys.modules:
         yield
         return
-    prefer_offscreen_gl()  # before MuJoCo's import: frames for videos on headless machines
     try:
         import mujoco
     except ImportError:  # Gymnasium names the missing extra when it builds the env
@@ -98,12 +94,6 @@ def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> Vecto
                 f"a {options.vectorization!r} env has its own auto-reset mode"
             )
         vector_kwargs["autoreset_mode"] = AUTORESET_MODES[options.autoreset]
-
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        # Headless: pygame-rendered envs (classic control) draw offscreen; without this,
-        # SDL prints "error: XDG_RUNTIME_DIR is invalid", which reads like one of ours.
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(

@@ -4,7 +4,6 @@ instances' own renderers (`render_mode="rgb_array"`, chosen when the bridge buil
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import gymnasium
@@ -35,12 +34,23 @@ def _plain_mujoco_scenes(instances: Sequence[gymnasium.Env]) -> None:
             continue
 
 
+def _is_mujoco(envs: VectorEnv) -> bool:
+    """Whether the env is one of Gymnasium's MuJoCo envs (by its instances, or its entry
+    point where the instances live in other processes)."""
+    instances = getattr(envs, "envs", None)
+    if instances is not None:
+        return any(hasattr(i.unwrapped, "mujoco_renderer") for i in instances)
+    spec = getattr(envs, "spec", None)
+    return spec is not None and "mujoco" in str(spec.entry_point)
+
+
 class Frames:
     """Draws frames of a Gymnasium vector env's instances, for `GymnasiumEnv.render`."""
 
     def __init__(self, envs: VectorEnv, name: str) -> None:
         self.envs = envs
         self.name = name
+        self._mujoco = _is_mujoco(envs)
         self._plain_scenes = False  # shadows and reflections turned off
 
     def __call__(self, env_ids: torch.Tensor | None, size: int) -> torch.Tensor:
@@ -49,12 +59,12 @@ class Frames:
         Shape:
             return: [k, size, size, 3] uint8
         """
-        unavailable = rendering_unavailable() if "mujoco" in sys.modules else None
+        unavailable = rendering_unavailable() if self._mujoco else None
         if unavailable is not None:
             raise GymnasiumBridgeError(f"{self.name} cannot render: {unavailable}")
         ids = None if env_ids is None else env_ids.to("cpu", torch.long).tolist()
         instances = getattr(self.envs, "envs", None)  # sync: render only the envs asked for
-        if not self._plain_scenes and instances is not None and "mujoco" in sys.modules:
+        if not self._plain_scenes and instances is not None and self._mujoco:
             _plain_mujoco_scenes(instances)
             self._plain_scenes = True
         try:
