@@ -91,9 +91,10 @@ class GymnasiumEnv(BatchedEnv):
             vectorization, dict(env_kwargs or {}), max_episode_steps, autoreset, render_size
         )
         check_action_mode(actions)
+        render_failures: tuple[str, ...] = ()
         if vector_env is None:
             assert env_id is not None
-            vector_env = build_vector_env(env_id, num_envs, options)
+            vector_env, render_failures = build_vector_env(env_id, num_envs, options)
         elif autoreset is not None:
             raise ValueError("autoreset applies to envs built from an id; a vector env has its own")
         self.envs = vector_env
@@ -113,7 +114,7 @@ class GymnasiumEnv(BatchedEnv):
         except (GymnasiumBridgeError, ValueError):
             vector_env.close()
             raise
-        self._frames = Frames(vector_env, self.name)
+        self._frames = Frames(vector_env, self.name, render_failures)
         self._rng = np.random.default_rng()
         self._allocate_host_memory()
 

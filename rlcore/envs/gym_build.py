@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -19,6 +20,9 @@ from rlcore.envs.gym_spaces import GymnasiumBridgeError
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
+# Python's words for keywords a function does not take: one it names, or all where it takes
+# none (Gymnasium keeps them in its message).
+_REFUSED = re.compile(r"unexpected keyword argument '(\w+)'|takes no (?:keyword )?arguments")
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,15 @@ def gymnasium_build_context(env_id: str) -> Iterator[None]:
         warnings.warn(f"gymnasium:{env_id}: MuJoCo: {message}{times}", RuntimeWarning, stacklevel=3)
 
 
-def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> VectorEnv:
+class BuiltEnv(NamedTuple):
+    """A vector env built from an id, and why each way of building it to render frames
+    failed where all did (it was then built without a render mode; else empty)."""
+
+    envs: VectorEnv
+    render_failures: tuple[str, ...]
+
+
+def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> BuiltEnv:
     """`gymnasium.make_vec` of `num_envs` instances of `env_id`, built to render frames where
     the env can (see `_render_attempts`)."""
     if num_envs <= 0:
@@ -107,22 +119,60 @@ def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> Vecto
 
     try:
         with gymnasium_build_context(env_id):
-            if "render_mode" in kwargs:
-                return make()
-            attempts = _render_attempts(kwargs, options.render_size)
-            for extra in attempts[:-1]:
-                try:
-                    return make(**extra)
-                except TypeError:  # a constructor without these keywords
-                    continue
-            return make()
+            if "render_mode" in kwargs:  # the user's choice
+                return BuiltEnv(make(), ())
+            return _make_with_frames(make, _render_attempts(kwargs, options.render_size))
     except gymnasium.error.Error as exc:  # an unknown id
         raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
-    except TypeError as exc:  # a keyword the env's constructor does not take
-        raise GymnasiumBridgeError(
-            f"env.options.env_kwargs: gymnasium:{env_id} does not take "
-            f"{dict(options.env_kwargs)} ({exc})"
-        ) from None
+    except TypeError as exc:
+        error = _option_not_taken(env_id, options, exc)
+        if error is exc:  # no keyword of ours: a fault of the env's own, raised as it is
+            raise
+        raise error from None
+
+
+def _refused(exc: TypeError, offered: Collection[str]) -> list[str]:
+    """Which of the keywords `offered` a constructor refused, by `exc`: the one it names, or
+    all where it takes none; none where `exc` is about something else."""
+    match = _REFUSED.search(str(exc))
+    if match is None:
+        return []
+    return list(offered) if match[1] is None else [k for k in offered if k == match[1]]
+
+
+def _make_with_frames(make: Callable[..., VectorEnv], attempts: list[dict[str, Any]]) -> BuiltEnv:
+    """Build with the first of `attempts` whose render keywords the env's constructor takes
+    (the last has none). A `TypeError` refusing one of them means the env cannot render that
+    way, and the next is tried; any other error is raised."""
+    failures = []
+    for extra in attempts[:-1]:
+        try:
+            return BuiltEnv(make(**extra), ())
+        except TypeError as exc:
+            refused = _refused(exc, extra)
+            if not refused:
+                raise
+            shown = ", ".join(f"{key}={value!r}" for key, value in extra.items())
+            taken = ", ".join(repr(key) for key in refused)
+            failures.append(f"{shown}: the constructor does not take {taken}")
+    return BuiltEnv(make(**attempts[-1]), tuple(failures))
+
+
+def _option_not_taken(env_id: str, options: BuildOptions, exc: TypeError) -> Exception:
+    """An error naming the option whose keyword the env's constructor refused in `exc`;
+    `exc` itself where it refused none of ours."""
+    refused = _refused(exc, options.env_kwargs)
+    if refused:
+        taken = ", ".join(repr(key) for key in refused)
+        return GymnasiumBridgeError(
+            f"env.options.env_kwargs: gymnasium:{env_id} does not take {taken} ({exc})"
+        )
+    if options.max_episode_steps is not None and _refused(exc, ["max_episode_steps"]):
+        return GymnasiumBridgeError(
+            f"env.options.max_episode_steps: gymnasium:{env_id} with vectorization "
+            f"{options.vectorization!r} does not take it ({exc})"
+        )
+    return exc
 
 
 def _render_attempts(kwargs: Mapping[str, Any], render_size: int | None) -> list[dict[str, Any]]:

@@ -1,9 +1,15 @@
 """Frames of a bridged Gymnasium env's instances (`GymnasiumEnv.render`), drawn by the
 instances' own renderers (`render_mode="rgb_array"`, chosen when the bridge builds the env:
-`rlcore.envs.gym_build`) and resized on the host."""
+`rlcore.envs.gym_build`) and resized on the host.
+
+A renderer that cannot work here (no OpenGL platform for MuJoCo, pygame missing) fails with
+one `GymnasiumBridgeError` naming why and what to set; any other error of a renderer is a
+fault, and is raised as it is.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import gymnasium
@@ -12,26 +18,7 @@ import torch
 from gymnasium.vector import VectorEnv
 
 from rlcore.envs.gym_spaces import GymnasiumBridgeError
-from rlcore.envs.mujoco_gl import rendering_unavailable
-
-
-def _plain_mujoco_scenes(instances: Sequence[gymnasium.Env]) -> None:
-    """Turn off shadows and reflections in Gymnasium's MuJoCo offscreen renderers, as the
-    native envs do: software GL (OSMesa, no GPU) draws a frame ~5x slower with them.
-
-    Reaches into Gymnasium's `MujocoRenderer` (its `_get_viewer`, stable since 0.29); an
-    env rendered some other way is left as it is.
-    """
-    import mujoco
-
-    for instance in instances:
-        renderer = getattr(instance.unwrapped, "mujoco_renderer", None)
-        try:
-            scene = renderer._get_viewer("rgb_array").scn  # type: ignore[union-attr]
-            scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-            scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
-        except Exception:  # not Gymnasium's MuJoCo renderer: nothing to turn off
-            continue
+from rlcore.envs.mujoco_gl import renderer_unavailable_errors, rendering_unavailable
 
 
 def _is_mujoco(envs: VectorEnv) -> bool:
@@ -44,12 +31,37 @@ def _is_mujoco(envs: VectorEnv) -> bool:
     return spec is not None and "mujoco" in str(spec.entry_point)
 
 
-class Frames:
-    """Draws frames of a Gymnasium vector env's instances, for `GymnasiumEnv.render`."""
+def _plain_mujoco_scenes(instances: Sequence[gymnasium.Env]) -> None:
+    """Turn off shadows and reflections in Gymnasium's MuJoCo offscreen renderers, as the
+    native envs do: software GL (OSMesa, no GPU) draws a frame ~5x slower with them.
 
-    def __init__(self, envs: VectorEnv, name: str) -> None:
+    Reaches into Gymnasium's `MujocoRenderer` (its `_get_viewer`, stable since 0.29), which
+    makes the renderer's GL context; an instance rendered some other way is left as it is.
+    """
+    import mujoco
+    from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
+
+    for instance in instances:
+        env = instance.unwrapped
+        renderer = getattr(env, "mujoco_renderer", None)
+        if not isinstance(renderer, MujocoRenderer) or env.render_mode != "rgb_array":
+            continue  # nothing of Gymnasium's offscreen renderer to turn off
+        scene = renderer._get_viewer("rgb_array").scn
+        scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+
+
+class Frames:
+    """Draws frames of a Gymnasium vector env's instances, for `GymnasiumEnv.render`.
+
+    `build_failures`: why each way of building the env to render failed, where all did
+    (`gym_build.BuiltEnv.render_failures`), for the error that says it does not render.
+    """
+
+    def __init__(self, envs: VectorEnv, name: str, build_failures: Sequence[str] = ()) -> None:
         self.envs = envs
         self.name = name
+        self._build_failures = tuple(build_failures)
         self._mujoco = _is_mujoco(envs)
         self._plain_scenes = False  # shadows and reflections turned off
 
@@ -63,25 +75,11 @@ class Frames:
         if unavailable is not None:
             raise GymnasiumBridgeError(f"{self.name} cannot render: {unavailable}")
         ids = None if env_ids is None else env_ids.to("cpu", torch.long).tolist()
-        instances = getattr(self.envs, "envs", None)  # sync: render only the envs asked for
-        if not self._plain_scenes and instances is not None and self._mujoco:
-            _plain_mujoco_scenes(instances)
-            self._plain_scenes = True
-        try:
-            if ids is not None and instances is not None:
-                frames = [instances[i].render() for i in ids]
-                ids = None
-            else:
-                frames = self.envs.render()
-        except gymnasium.error.DependencyNotInstalled as exc:
-            raise GymnasiumBridgeError(f"{self.name} cannot render: {exc}") from None
-        except Exception as exc:  # e.g. MuJoCo without an OpenGL platform
-            raise GymnasiumBridgeError(
-                f"{self.name} cannot render: {exc} (MuJoCo renders offscreen with "
-                "MUJOCO_GL=egl or MUJOCO_GL=osmesa)"
-            ) from exc
+        frames, ids = self._draw(ids)
         if frames is None or any(f is None for f in frames):
-            raise GymnasiumBridgeError(f"{self.name} does not render (render_mode rgb_array)")
+            tried = "; ".join(self._build_failures)
+            why = f"; built without it, as tried: {tried}" if tried else ""
+            raise GymnasiumBridgeError(f"{self.name} does not render (render_mode rgb_array){why}")
         batch = torch.from_numpy(np.stack([np.asarray(f) for f in frames])[..., :3].copy())
         if ids is not None:
             batch = batch[ids]
@@ -89,3 +87,31 @@ class Frames:
             batch.permute(0, 3, 1, 2).float(), size=(size, size), mode="area"
         )
         return resized.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+
+    def _draw(self, ids: list[int] | None) -> tuple[Sequence | None, list[int] | None]:
+        """The renderers' frames (None where the env draws none), and the ids still to
+        select from them (None: all drawn were asked for). A sync env draws only the
+        instances asked for."""
+        instances = getattr(self.envs, "envs", None)
+        try:
+            if not self._plain_scenes and instances is not None and self._mujoco:
+                _plain_mujoco_scenes(instances)
+                self._plain_scenes = True
+            if ids is not None and instances is not None:
+                return [instances[i].render() for i in ids], None
+            return self.envs.render(), ids
+        except NotImplementedError:  # `gymnasium.Env.render` itself: the env draws nothing
+            return None, ids
+        except gymnasium.error.DependencyNotInstalled as exc:  # pygame, for classic control
+            raise GymnasiumBridgeError(f"{self.name} cannot render: {exc}") from None
+        except renderer_unavailable_errors() as exc:
+            hint = ""
+            if self._mujoco:
+                gl = os.environ.get("MUJOCO_GL", "not set")
+                hint = (
+                    f" (MUJOCO_GL: {gl}; MuJoCo renders offscreen with MUJOCO_GL=egl or "
+                    "MUJOCO_GL=osmesa, set before mujoco is imported)"
+                )
+            raise GymnasiumBridgeError(
+                f"{self.name} cannot render: {type(exc).__name__}: {exc}{hint}"
+            ) from exc

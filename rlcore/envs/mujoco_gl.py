@@ -103,3 +103,21 @@ def rendering_unavailable(environ: Mapping[str, str] = os.environ) -> str | None
             f"(libosmesa6) and set MUJOCO_GL to it before mujoco is imported"
         )
     return f"{why}; {fix}; training and evaluation do not need it"
+
+
+def renderer_unavailable_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that mean "no OpenGL renderer here" when a MuJoCo renderer is made or
+    draws; any other is a fault, raised as it is.
+
+    MuJoCo's `FatalError` (no GL context: "an OpenGL platform library has not been loaded"),
+    `ImportError` (a backend's bindings: MuJoCo's placeholder where PyOpenGL or glfw is
+    missing), `OSError` (a GL library that does not load), `RuntimeError` (Gymnasium's "No
+    OpenGL backend could be imported" or an invalid MUJOCO_GL; pygame's `error`), and
+    PyOpenGL's errors where it is loaded.
+    """
+    errors: list[type[Exception]] = [ImportError, OSError, RuntimeError]
+    for module, name in (("mujoco", "FatalError"), ("OpenGL.error", "Error")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            errors.append(getattr(loaded, name))
+    return tuple(errors)
