@@ -111,7 +111,7 @@ class GymnasiumEnv(BatchedEnv):
                 )
             self.max_episode_steps = int(limit)
             self._adopt_autoreset_mode(vector_env)
-        except (GymnasiumBridgeError, ValueError):
+        except GymnasiumBridgeError:
             vector_env.close()
             raise
         self._frames = Frames(vector_env, self.name, render_failures)
