@@ -45,7 +45,7 @@ from benchmarks.common import (
     verdict,
     write_json,
 )
-from rlcore.envs.gym_bridge import gymnasium_build_context
+from rlcore.envs.gym_build import gymnasium_build_context
 from rlcore.envs.mujoco_batch import MujocoEnv
 from rlcore.rollout import ACTION, OBS, RolloutSpec, make_rollout, step_slots
 

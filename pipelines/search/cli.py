@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.layout import Layout
 from pipelines.search.space import checked_search, search_section
-from pipelines.stages.run import guarded
+from pipelines.stages.run import guarded, set_render_env
 
 if TYPE_CHECKING:
     from pipelines.params import Params
@@ -38,6 +38,8 @@ def search_main(argv: list[str]) -> int:
     def run(params: Params) -> None:
         from pipelines.search.study import run_worker, search
         from pipelines.stages.lifeline import die_with_parent
+
+        set_render_env()  # trials build envs (and its workers inherit the environment)
 
         study_name = search_section(params, args.params).study_name
         layout = Layout().for_search_params(args.params, study_name)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 STAGES = ("train", "evaluate", "video", "report", "collect")
 SEEDED_STAGES = ("train", "evaluate")
+ENV_STAGES = ("train", "evaluate", "video", "collect")  # they build envs, and may render them
 # What `python -m pipelines <stage> --help` says each stage does (kept here: no heavy import).
 STAGE_HELP = {
     "train": "Train one seed of params.yaml's experiment. Writes "
@@ -65,6 +66,18 @@ def entry(target: str) -> Callable[..., Any]:
 
 def _stage(name: str) -> Callable[..., object]:
     return entry(STAGE_ENTRIES[name])
+
+
+def set_render_env() -> None:
+    """Set what rendering needs where no display is set (SDL's dummy drivers for pygame,
+    an offscreen MUJOCO_GL), keeping every value already set; before any env is built.
+
+    rlcore only reads the process environment, so its entry points set it: here, for the
+    stages and the search (docs/guide.md, "Rendering without a display").
+    """
+    from rlcore.envs.headless import headless_render_env  # imports torch: env stages only
+
+    os.environ.update(headless_render_env())  # only variables that are not set
 
 
 def guarded(
@@ -182,6 +195,8 @@ def run_stage(name: str, params_path: Path, seed: int | None = None) -> int:
 
     def run(params: Params) -> None:
         nonlocal seed
+        if name in ENV_STAGES:
+            set_render_env()  # before mujoco is imported: it reads MUJOCO_GL once
         if seed is None and name in SEEDED_STAGES:
             seed = dvc_stage_seed(name)
         if seed is not None and seed not in params.seeds:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import abc
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import gymnasium.spaces as spaces
 import numpy as np
@@ -85,6 +86,24 @@ def check_group_size(num_reset: int, group_size: int) -> None:
         )
 
 
+class HostViews(NamedTuple):
+    """numpy views of one step's storage on the host, where a host-side env writes its step
+    results without a copy: those of a CPU slot (`StepSlot.host_views`) or an env's own
+    staging buffers (the Gymnasium bridge off the CPU). Each field but `next_obs` is the
+    `StepSlot` field of the same name.
+
+    `next_obs` is the flat observation's one entry (an empty array for named entries: those
+    envs write `next_obs` themselves); `valid` is None where there is no `valid` storage.
+    """
+
+    next_obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    done: np.ndarray
+    valid: np.ndarray | None = None
+
+
 @dataclass(frozen=True)
 class StepSlot:
     """Views into preallocated storage where `BatchedEnv.step` writes one transition."""
@@ -103,17 +122,17 @@ class StepSlot:
     action: torch.Tensor | None = None
 
     @functools.cached_property
-    def host_views(self) -> tuple[np.ndarray, ...]:
-        """numpy views of a CPU slot (next_obs, reward, terminated, truncated, done, then
-        valid if present), made once: host-side envs write through them without a copy.
-        `next_obs` is the flat observation's one entry (an empty array for named entries:
-        those envs write `next_obs` themselves)."""
+    def host_views(self) -> HostViews:
+        """numpy views of a CPU slot, made once: host-side envs write through them."""
         flat = self.next_obs.get(FLAT_KEY, None)
-        obs = np.empty(0, np.float32) if flat is None else flat.numpy()
-        fields = [self.reward, self.terminated, self.truncated, self.done]
-        if self.valid is not None:
-            fields.append(self.valid)
-        return (obs, *(t.numpy() for t in fields))
+        return HostViews(
+            next_obs=np.empty(0, np.float32) if flat is None else flat.numpy(),
+            reward=self.reward.numpy(),
+            terminated=self.terminated.numpy(),
+            truncated=self.truncated.numpy(),
+            done=self.done.numpy(),
+            valid=None if self.valid is None else self.valid.numpy(),
+        )
 
     @functools.cached_property
     def host_action(self) -> np.ndarray:
@@ -316,7 +335,8 @@ class TorchEnv(BatchedEnv):
             # caches (see `rlcore.envs.mujoco_batch`). A host-side index is free on CPU, and
             # touching only the finished instances is several times cheaper than sampling all
             # N and selecting.
-            _, _, terminated, truncated, done = slot.host_views[:5]
+            views = slot.host_views
+            terminated, truncated, done = views.terminated, views.truncated, views.done
             elapsed = self._elapsed_host
             np.add(elapsed, 1, out=elapsed)
             np.greater_equal(elapsed, self.max_episode_steps, out=truncated)

@@ -2,16 +2,13 @@
 MuJoCo Warp (CUDA), writing into the rollout through views of it: numpy calls on CPU, torch
 ops on CUDA (`ops.py`; the `[mujoco]` extra).
 
-Importing this package before `mujoco` picks an offscreen GL backend whose library loads
-(EGL, then OSMesa; with neither, rendering is off and only rendering fails) where no display
-is set (`rlcore.envs.mujoco_gl`); set MUJOCO_GL yourself to choose another.
+Rendering without a display needs `MUJOCO_GL` set before `mujoco` is imported (an
+offscreen backend: `rlcore.envs.mujoco_gl.headless_gl_setting`); `python -m pipelines` sets
+it, a library user sets it (docs/guide.md). Without it, simulation works and only rendering
+fails, saying what to set.
 """
 
 from __future__ import annotations
-
-from rlcore.envs.mujoco_gl import prefer_offscreen_gl
-
-prefer_offscreen_gl()
 
 try:
     import mujoco  # noqa: F401
@@ -22,7 +19,7 @@ except ImportError as exc:  # the optional extra is not installed
         "the native MuJoCo envs need the mujoco extra: pip install 'rlplatform[mujoco]'"
     ) from exc
 
-from rlcore.envs.mujoco_batch.env import MujocoEnv, MujocoEnvError  # noqa: E402 (after the GL)
-from rlcore.envs.mujoco_batch.tasks import TASKS  # noqa: E402
+from rlcore.envs.mujoco_batch.env import MujocoEnv, MujocoEnvError
+from rlcore.envs.mujoco_batch.tasks import TASKS
 
 __all__ = ["TASKS", "MujocoEnv", "MujocoEnvError"]

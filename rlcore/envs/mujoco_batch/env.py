@@ -28,7 +28,7 @@ from rlcore.envs.base import StepSlot, TorchEnv
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
 from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
-from rlcore.envs.mujoco_gl import rendering_unavailable
+from rlcore.envs.mujoco_gl import renderer_unavailable_errors, rendering_unavailable
 from rlcore.errors import ConfigError
 from rlcore.observations import FLAT_KEY
 
@@ -131,7 +131,8 @@ class MujocoEnv(TorchEnv):
         engine, task, ops = self.engine, self.task, self._ops
         if self._numpy_slots:  # numpy views of the slot, made once per slot
             act = slot.host_action if action is slot.action else ops.as_array(action.cpu())
-            next_obs, reward, terminated = slot.host_views[:3]
+            views = slot.host_views
+            next_obs, reward, terminated = views.next_obs, views.reward, views.terminated
             self._slot_obs = (slot.next_obs[FLAT_KEY], next_obs)  # for `_observe`, right after
         else:
             act, reward, terminated = action, slot.reward, slot.terminated
@@ -220,7 +221,7 @@ class MujocoEnv(TorchEnv):
             model.vis.global_.offheight = max(model.vis.global_.offheight, size)
             try:
                 self._renderer = mujoco.Renderer(model, size, size)
-            except Exception as exc:  # no OpenGL platform: EGL or OSMesa missing
+            except renderer_unavailable_errors() as exc:  # no OpenGL platform here
                 raise MujocoEnvError(
                     f"{self.name} cannot render: {exc} (offscreen rendering needs EGL or OSMesa:"
                     " set MUJOCO_GL=egl or MUJOCO_GL=osmesa before importing mujoco)"

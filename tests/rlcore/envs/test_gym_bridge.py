@@ -648,11 +648,15 @@ def test_a_users_env_is_named_gymnasiums_way_with_its_module(tmp_path, monkeypat
 
 
 def test_headless_rendering_of_pygame_envs_prints_no_sdl_error():
+    """Set up as docs/guide.md tells a library user without a display (as the CLI does)."""
     import os
     import subprocess
     import sys
 
     script = (
+        "import os\n"
+        "from rlcore.envs.headless import headless_render_env\n"
+        "os.environ.update(headless_render_env())\n"
         "from rlcore.envs.gym_bridge import GymnasiumEnv\n"
         "env = GymnasiumEnv('CartPole-v1', 2)\n"
         "env.reset(seed=0)\n"
