@@ -385,6 +385,7 @@ class SyncCollector:
         }
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what `state_dict` returned: the next rollout starts from that observation."""
         obs = self.rollout[OBS]
         for key, value in as_observation(state["obs"]).items():
             obs[key][:, 0] = value

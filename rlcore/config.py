@@ -162,6 +162,12 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class TrainerConfig:
+    """The run's budget, seed, evaluation and checkpoint cadence, and early-stop targets.
+
+    `eval_every_iters` and `checkpoint_every_iters` count training iterations (0 disables);
+    a stop target ends the run at the first evaluation that meets it.
+    """
+
     total_env_steps: int = 100_000
     num_steps: int = 32
     seed: int = 0
@@ -276,8 +282,10 @@ class ExperimentConfig:
 
     @property
     def steps_per_iter(self) -> int:
+        """Env steps one process collects per iteration: `num_envs x num_steps`."""
         return self.env.num_envs * self.trainer.num_steps
 
     @property
     def total_iters(self) -> int:
+        """Iterations the env-step budget buys one process (at least one)."""
         return max(self.trainer.total_env_steps // self.steps_per_iter, 1)

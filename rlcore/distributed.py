@@ -53,6 +53,7 @@ class Distributed:
 
     @property
     def enabled(self) -> bool:
+        """Whether there are other ranks to average with (world size above 1)."""
         return self.world_size > 1
 
     def seed(self, base: int) -> int:

@@ -57,6 +57,11 @@ class SpatialKeypoints(nn.Module):
         self.log_temperature = nn.Parameter(torch.full((features // 2, 1), math.log(3.0)))
 
     def forward(self, maps: torch.Tensor) -> torch.Tensor:
+        """The (x, y) of each keypoint, flattened.
+
+        Shape:
+            maps: [B, C, H, W] -> [B, features]
+        """
         logits = self.keypoints(maps).flatten(2)  # [B, K, H * W]
         # Standardised over the map, then sharpened by a learned temperature: raw logits of
         # a freshly initialised conv vary by ~0.05 over a mostly uniform table, so the

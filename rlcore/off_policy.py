@@ -116,6 +116,8 @@ class OffPolicyLearner:
         return metrics | named
 
     def state_dict(self) -> dict[str, Any]:
+        """Step and update counts, the fractional updates owed, and the buffer's contents
+        when `save_buffer` (small enough, or `replay.save_in_checkpoint`)."""
         state: dict[str, Any] = {
             "env_steps": self.env_steps,
             "updates": self.updates,
@@ -126,6 +128,8 @@ class OffPolicyLearner:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the counts and, if saved, the buffer; without it the run goes on with an
+        empty buffer (and says so)."""
         self.env_steps, self.updates = int(state["env_steps"]), int(state["updates"])
         self._owed = float(state["owed"])
         if "buffer" in state:

@@ -206,11 +206,14 @@ class ActorCritic(Actor):
         return self.critic(self.critic_reader(self.inputs.normalized(obs))).squeeze(-1)
 
     def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
+        """`Actor.act`, with the critic's values of `obs` too (GAE's `value`)."""
         x = self.inputs.normalized(obs)
         action, log_prob = self._sample(self.actor(self.actor_reader(x)), generator)
         return ActOutput(action, log_prob, self.critic(self.critic_reader(x)).squeeze(-1))
 
     def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:
+        """`Actor.evaluate`, with the critic's values for the value loss; the observations
+        are normalised once for both networks."""
         x = self.inputs.normalized(obs)
         out, aux = self._actor_and_aux(x)
         log_prob, entropy = self._log_prob_entropy(out, action)

@@ -69,6 +69,7 @@ class RunningNorm(nn.Module):
         self.count.copy_(total)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Standardise `obs` by the running moments, clipped to +-`clip`, in float32."""
         scale = (self.var + self.eps).rsqrt().float()
         return ((obs - self.mean.float()) * scale).clamp_(-self.clip, self.clip)
 
@@ -285,10 +286,12 @@ class ReadsObservations(nn.Module):
 
     @property
     def actor_keys(self) -> tuple[str, ...]:
+        """The observation entries the actor reads."""
         return self.actor_reader.keys
 
     @property
     def critic_keys(self) -> tuple[str, ...]:
+        """The observation entries the critic reads (none for an actor-only policy)."""
         return () if self.critic_reader is None else self.critic_reader.keys
 
     @property

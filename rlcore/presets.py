@@ -56,18 +56,18 @@ PRESETS: dict[str, ExperimentConfig] = {
 # Gymnasium's own CartPole-v1 through the bridge (rlcore.envs.gym_bridge), on Gymnasium's
 # numpy-vectorised CartPoleVectorEnv, with RL Zoo's CartPole settings (8 envs x 32 steps, one
 # minibatch, 20 epochs, gamma 0.98, GAE 0.8, the learning rate decaying linearly; its clip
-# range also decays, ours stays 0.2) at twice its learning rate, 2e-3: solved in a mean 8.1k
-# env steps over 40 seeds, against 15.7k at RL Zoo's 1e-3 (SB3 with RL Zoo's settings: 12k
-# median over 10), at the same cost per step. The cartpole preset took ~82k. On a slow env,
-# env steps are what wall time is made of.
+# range also decays, ours stays 0.2) at twice its learning rate, 2e-3: it solves in about half
+# the env steps of RL Zoo's 1e-3 and fewer than SB3 with RL Zoo's settings, at the same cost
+# per step, and in far fewer than with the cartpole preset's settings. On a slow env, env
+# steps are what wall time is made of. Figures: benchmarks/README.md, *Earlier figures*
+# ("Gymnasium through the bridge", "Twice RL Zoo's learning rate").
 # The camera task (push_cube_pixels): the actor sees the 48x48 image (a spatial-keypoint
 # encoder: where the small objects are) and its own proprioception; the critic reads the
 # privileged state, so no second CNN, and the actor's image features also learn to predict
-# that state (aux_obs: without it the return plateaued near -72 with no success in 1M env
-# steps). PushCube's settings otherwise, with 4 epochs of 4 minibatches: the encoder's
-# backward is most of an update, and 10 x 8 learnt no faster per env step. Success 0.9 on
-# seeds 0-2 in 0.88-1.17M env steps, 10-14 minutes each on a 2-core CPU
-# (benchmarks/pixel_push_cube.py).
+# that state (aux_obs: without it the return plateaued with no success). PushCube's settings
+# otherwise, with 4 epochs of 4 minibatches: the encoder's backward is most of an update, and
+# 10 x 8 learnt no faster per env step. Every seed tried reaches success 0.9, in minutes on a
+# 2-core CPU (benchmarks/pixel_push_cube.py; figures: benchmarks/README.md, *observations*).
 PRESETS["push_cube_pixels"] = dataclasses.replace(
     PRESETS["push_cube"],
     env=EnvConfig("push_cube_pixels", num_envs=64),
@@ -101,10 +101,10 @@ PRESETS["gym_cartpole"] = ExperimentConfig(
 # Discrete classic control on Gymnasium, here Acrobot-v1: the cartpole preset's batch (32
 # envs x 64 steps, lr 1e-3) learnt with a 128x128 network in 10 epochs of 8 minibatches, 4x
 # its gradient steps per batch: sample-efficient where env steps are the cost, and still a
-# fifth of SB3's CPU. The family's defaults (what a discrete Gymnasium classic-control env
-# without a preset of its own gets). At 300k env steps on Acrobot: -72.1 on seeds 0-2 (chosen
-# on) against -86.4 with the cartpole preset's settings; over seeds 0-6, -75.8 against SB3's
-# defaults' -87.6 at 0.18x its CPU (benchmarks/README.md, env_defaults).
+# fraction of SB3's CPU. The family's defaults (what a discrete Gymnasium classic-control env
+# without a preset of its own gets). At 300k env steps on Acrobot it returns more than the
+# cartpole preset's settings on the seeds it was chosen on, and more than SB3's defaults on
+# those and on fresh ones (benchmarks/README.md, *env_defaults*).
 PRESETS["gym_acrobot"] = ExperimentConfig(
     env=EnvConfig("gymnasium:Acrobot-v1", num_envs=32),
     policy=PolicyConfig(hidden_sizes=(128, 128), activation="relu"),
@@ -140,9 +140,9 @@ PRESETS["gym_locomotion"] = ExperimentConfig(
         total_env_steps=1_000_000, num_steps=256, eval_every_iters=50, eval_episodes=10
     ),
 )
-# Hopper, natively: the same settings (the Hopper study's best trial). 1M env steps on seeds
-# the study never used: 3,362.6 +- 60 natively, 3,535.6 +- 148 through the Gymnasium bridge
-# (benchmarks/README.md).
+# Hopper, natively: the same settings (the Hopper study's best trial). At 1M env steps every
+# seed the study never used passes a return of 3,200, natively and through the Gymnasium
+# bridge (benchmarks/README.md, *env_defaults*, "Hopper at 1M env steps").
 PRESETS["mujoco_hopper"] = dataclasses.replace(
     PRESETS["gym_locomotion"], env=EnvConfig("mujoco:Hopper", num_envs=8, options={"nthread": 1})
 )
@@ -153,9 +153,9 @@ PRESETS["gym_hopper"] = dataclasses.replace(
 # HalfCheetah: RL Zoo's tuned PPO (ReLU 256x256, log-std -2, observation and return
 # normalisation, gamma 0.98, GAE 0.92, clip 0.1, lr 2.06e-5 constant, 20 epochs, its entropy
 # and value coefficients) with its 512 env steps per iteration batched as 8 envs x 64 steps
-# and learnt from in 4 minibatches of 128 (RL Zoo: 1 env x 512, 8 of 64). 1M env steps:
-# 5,406.9 +- 688 natively over 5 seeds, 5,360.2 +- 307 through the bridge over 3; natively
-# 0.41x the wall time of SB3 PPO with RL Zoo's settings side by side (benchmarks/README.md).
+# and learnt from in 4 minibatches of 128 (RL Zoo: 1 env x 512, 8 of 64). At 1M env steps
+# the mean return passes 5,000 natively and through the bridge, natively in under half the
+# wall time of SB3 PPO with RL Zoo's settings (benchmarks/README.md, *halfcheetah*).
 PRESETS["mujoco_halfcheetah"] = ExperimentConfig(
     env=EnvConfig("mujoco:HalfCheetah", num_envs=8, options={"nthread": 1}),
     policy=PolicyConfig(
@@ -245,9 +245,9 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
     # DVC experiment that confirmed them is this preset): 400x300 networks and a gradient
     # step every second env step, RL Zoo's batch 256, 10k random warm-up steps and gamma
     # otherwise. One env stepped once per iteration, as RL Zoo; bf16 matmuls where the
-    # device has them natively (half the update's time). At 1M steps, 11,162 +- 541 over 3
-    # seeds against 11,009 +- 614 for RL Zoo's settings (the preset until 2026-11-25), at
-    # ~0.7x their CPU per env step (DVC experiments ae9e62f and 842444d; benchmarks/README.md,
+    # device has them natively (half the update's time). At 1M env steps it returns at least
+    # as much as RL Zoo's settings (this preset's before it) for less CPU per env step; both
+    # ran as DVC experiments (figures and how to re-create them: benchmarks/README.md,
     # *sac_halfcheetah*).
     "mujoco_halfcheetah": ExperimentConfig(
         env=EnvConfig("mujoco:HalfCheetah", num_envs=1, options={"nthread": 1}),

@@ -61,6 +61,7 @@ class ReturnNormalizer:
 
     @property
     def return_std(self) -> float:
+        """The running std of the discounted return, which scales rewards (a host read)."""
         return float(self.stats.var.sqrt())
 
     def state_dict(self) -> dict[str, Any]:
@@ -68,6 +69,7 @@ class ReturnNormalizer:
         return {k: v.clone() for k, v in self.stats.state_dict().items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the shared statistics from `state_dict`."""
         self.stats.load_state_dict(state)
 
     def rank_state_dict(self) -> dict[str, Any]:
@@ -75,5 +77,6 @@ class ReturnNormalizer:
         return {"returns": None if self.returns is None else self.returns.clone()}
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore this rank's running returns, so each episode's return goes on."""
         returns = state["returns"]
         self.returns = None if returns is None else returns.clone()

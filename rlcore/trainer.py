@@ -44,6 +44,9 @@ steps collected so far (offline only: their worth in gradient steps; see `Traine
 
 @dataclass
 class TrainResult:
+    """What `Trainer.train` returns: where the run stands, this call's wall time, the last
+    evaluation's metrics and whether a stop target was reached."""
+
     iterations: int
     env_steps: int
     wall_s: float
@@ -164,6 +167,7 @@ class Trainer:
 
     @property
     def total_iters(self) -> int:
+        """Iterations the env-step budget buys, all ranks' steps counted."""
         return max(self.cfg.trainer.total_env_steps // self.steps_per_iter, 1)
 
     @property

@@ -75,14 +75,18 @@ class Algorithm(Protocol):
         """What every rank shares (optimizer state, schedules): rank 0's is saved."""
         ...
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned, on every rank, when a run resumes."""
+        ...
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What differs between ranks (e.g. each env's running return), saved per rank for
         exact resume; `{}` when nothing does."""
         ...
 
-    def load_rank_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore this rank's own `rank_state_dict` when a run resumes."""
+        ...
 
 
 # What the Trainer reads and calls on an algorithm class and its instances.

@@ -52,6 +52,13 @@ def _check_optimization(check: Check, cfg: Any) -> None:
 
 @dataclass(frozen=True)
 class PPOConfig:
+    """PPO's hyperparameters, checked once here so that `PPO` can trust them.
+
+    `lr_schedule`: "constant", "linear" (to 0 over the run) or "kl_adaptive" (rsl_rl's rule,
+    steering the rate toward `desired_kl`); `target_kl` ends an update's epochs early once
+    the approximate KL passes 1.5 x it.
+    """
+
     gamma: float = 0.99
     gae_lambda: float = 0.95
     reward_scale: float = 1.0

@@ -72,6 +72,7 @@ class GRPO:
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> GRPO:
+        """GRPO for one run, from the trainer's shared pieces."""
         return cls(
             ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist, ctx.compile_loss
         )
@@ -197,9 +198,11 @@ class GRPO:
         return loss, stats.detach()
 
     def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state and the KL penalty's frozen reference policy."""
         return self.optimizer.state_dict() | {"reference": self.reference.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the optimizer and the reference policy from `state_dict`."""
         self.optimizer.load_state_dict(state)
         self.reference.load_state_dict(state["reference"])
 
@@ -208,4 +211,4 @@ class GRPO:
         return {}
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
-        pass
+        """Nothing to restore: `rank_state_dict` is empty."""

@@ -73,6 +73,7 @@ class PPO:
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> PPO:
+        """PPO for one run, on the compiled whole-step path where the run allows it."""
         assert isinstance(ctx.policy, ActorCritic)
         # The compiled whole step where nothing needs the host: every transition is one
         # (no invalid steps), one process, whole minibatches (no explicit micro-batches).
@@ -275,12 +276,14 @@ class PPO:
             self.optimizer.set_lr(min(lr * 1.5, 1e-2))
 
     def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state, and the return normalizer's shared statistics if any."""
         state = self.optimizer.state_dict()
         if self.return_norm is not None:
             state["return_norm"] = self.return_norm.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the optimizer and the return normalizer from `state_dict`."""
         self.optimizer.load_state_dict(state)
         if self.return_norm is not None:
             self.return_norm.load_state_dict(state["return_norm"])
@@ -290,6 +293,7 @@ class PPO:
         return {} if self.return_norm is None else self.return_norm.rank_state_dict()
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore this rank's running returns (with `normalize_reward`)."""
         if self.return_norm is not None:
             self.return_norm.load_rank_state_dict(state)
 

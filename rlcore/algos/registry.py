@@ -44,7 +44,9 @@ class ReportedSettings:
 class ReportedConfig(Protocol):
     """An algorithm config that declares what reports show of it (every builtin one)."""
 
-    def report(self) -> ReportedSettings: ...
+    def report(self) -> ReportedSettings:
+        """What the run report shows of these settings."""
+        ...
 
 
 def reported_settings(config: Any) -> ReportedSettings:

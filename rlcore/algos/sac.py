@@ -57,6 +57,7 @@ class TwinQ(nn.Module):
         self.activation = ACTIVATIONS[activation]()
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Both networks' Q values of (`obs`, `action`), stacked on a leading axis of 2."""
         x = torch.cat([obs, action], dim=-1).expand(2, -1, -1)
         last = len(self.weights) - 1
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
@@ -87,6 +88,7 @@ class SAC:
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> SAC:
+        """SAC for one run, its critics initialised from the run's seed."""
         assert isinstance(ctx.policy, SquashedGaussianActor)
         hidden = ctx.cfg.critic_hidden_sizes or ctx.experiment.policy.hidden_sizes
         # The critics' initial weights come from the run's seed, as the policy's do.
@@ -252,6 +254,7 @@ class SAC:
         torch._foreach_lerp_(self._target_params, self._params, self.cfg.tau)
 
     def state_dict(self) -> dict[str, Any]:
+        """Critics, target critics, temperature and the three optimizers' states."""
         return {
             "critic": self.critic.state_dict(),
             "critic_target": self.critic_target.state_dict(),
@@ -262,6 +265,7 @@ class SAC:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore critics, targets, temperature and optimizers from `state_dict`."""
         self.critic.load_state_dict(state["critic"])
         self.critic_target.load_state_dict(state["critic_target"])
         with torch.no_grad():
@@ -275,7 +279,7 @@ class SAC:
         return {}
 
     def load_rank_state_dict(self, state: dict[str, Any]) -> None:
-        pass
+        """Nothing to restore: `rank_state_dict` is empty."""
 
 
 def _compile_pays(device: torch.device) -> bool:

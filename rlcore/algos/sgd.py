@@ -94,9 +94,11 @@ class PolicyOptimizer:
             self.set_lr(self.base_lr * max(1.0 - self.num_updates / self.total_updates, 0.0))
 
     def end_update(self) -> None:
+        """Count the update just run (the linear schedule's clock)."""
         self.num_updates += 1
 
     def set_lr(self, lr: float) -> None:
+        """Set the rate every later Adam step uses (the schedule's, or an algorithm's own)."""
         self.lr = lr
         for group in self.adam.param_groups:
             group["lr"] = lr
@@ -133,12 +135,14 @@ class PolicyOptimizer:
         return stats
 
     def state_dict(self) -> dict[str, Any]:
+        """Adam's state in torch's format, the update count and the current rate."""
         if self.device_adam is not None:  # its state, in torch Adam's format (a host read)
             self.device_adam.write_into(self.adam)
             self.set_lr(float(self.device_adam.lr))
         return {"optimizer": self.adam.state_dict(), "num_updates": self.num_updates, "lr": self.lr}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore Adam, the update count and the rate (into `DeviceAdam` too, if in use)."""
         self.adam.load_state_dict(state["optimizer"])
         self.num_updates = int(state["num_updates"])
         self.set_lr(float(state["lr"]))
@@ -153,13 +157,15 @@ class TensorGradients:
         self.parameters = parameters
 
     def zero(self) -> None:
+        """Drop every gradient, so that backward allocates fresh ones."""
         for param in self.parameters:
             param.grad = None
 
     def reattach(self) -> None:
-        pass
+        """Nothing to repair: these gradients are not views of a shared buffer."""
 
     def clip_norm(self, max_norm: float) -> torch.Tensor:
+        """Clip with `torch.nn.utils.clip_grad_norm_`; return the total norm before it."""
         return torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
 
 

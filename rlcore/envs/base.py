@@ -313,6 +313,8 @@ class TorchEnv(BatchedEnv):
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
     ) -> TensorDict:
+        """Reseed `generator` if `seed` is given, resample the chosen instances through
+        `_reset_ids` and restart their clocks."""
         if seed is not None:
             self.generator.manual_seed(seed)
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
@@ -328,6 +330,8 @@ class TorchEnv(BatchedEnv):
         return obs[FLAT_KEY] if self._flat else obs
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Advance the physics (`_advance`), then the clocks: truncation, `done`, the final
+        observations and the auto-reset of the done instances."""
         self._advance(action, slot)
         if self.device.type == "cpu":
             # The clock in numpy, through views of the same memory: a numpy call costs less

@@ -110,6 +110,7 @@ class CartPole(ColumnStateEnv):
         out.index_copy_(0, env_ids, self._state.index_select(1, env_ids).T)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Draw track, cart and pole with torch ops, on the env's device (no simulator)."""
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
         x, theta = self._state[0, ids], self._state[2, ids]
         zeros = torch.zeros_like(x)

@@ -99,6 +99,7 @@ class FrameStack(BatchedEnv):
 
     @property
     def max_episode_steps(self) -> int:  # type: ignore[override]
+        """The inner env's time limit (stacking changes no episode's length)."""
         return self.env.max_episode_steps
 
     def __getattr__(self, name: str) -> Any:
@@ -112,6 +113,7 @@ class FrameStack(BatchedEnv):
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
     ) -> TensorDict:
+        """Reset the inner env; each reset instance's stack repeats its first frame k times."""
         obs = self.env.reset(seed=seed, env_ids=env_ids, group_size=group_size)
         ids = None if env_ids is None else env_ids.to(self.device, torch.long)
         for key, frames in self._frames.items():
@@ -131,6 +133,8 @@ class FrameStack(BatchedEnv):
         return TensorDict(entries, batch_size=[self.num_envs], device=self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Step the inner env into the newest frames, then shift them into each stack (a
+        restarted instance's stack starts over from its first frame)."""
         inner = self._inner_slot(slot)
         self.env.step(action, inner)
         # A next-step env reset the instances done at the last step; others, those done now.
@@ -185,6 +189,7 @@ class FrameStack(BatchedEnv):
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore the inner env, the stacks and the pending restarts from `state_dict`."""
         inner = {key.removeprefix(_INNER): v for key, v in state.items() if key.startswith(_INNER)}
         self.env.load_state_dict(inner)
         for key, frames in self._frames.items():
@@ -192,7 +197,9 @@ class FrameStack(BatchedEnv):
         self._restart.copy_(state[_RESTART])
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """The inner env's frames: a video shows the scene, not the stack."""
         return self.env.render(env_ids, size)
 
     def close(self) -> None:
+        """Close the inner env, which holds whatever lives outside torch."""
         self.env.close()

@@ -215,6 +215,8 @@ class GymnasiumEnv(BatchedEnv):
         env_ids: torch.Tensor | None = None,
         group_size: int = 1,
     ) -> TensorDict:
+        """Reset through the vector env with one drawn seed per instance (a group's
+        instances share theirs; see the module docstring's *Seeding*)."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         n = self.num_envs
@@ -256,6 +258,8 @@ class GymnasiumEnv(BatchedEnv):
         return TensorDict(entries, batch_size=[self.num_envs], device=self.device)
 
     def step(self, action: torch.Tensor, slot: StepSlot) -> None:
+        """Step the vector env and copy its results into `slot` once per field, handling
+        its auto-reset mode as the module docstring describes."""
         host_action = self._actions.to_env(action, slot if self._staging is None else None)
         obs, reward, terminated, truncated, info = self.envs.step(host_action)
         if self._staging is None:  # CPU: numpy views of the rollout slot, one copy per field
@@ -344,6 +348,7 @@ class GymnasiumEnv(BatchedEnv):
             target[ids] = torch.from_numpy(np.asarray(value)).to(self.device, target.dtype)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """The Gymnasium envs' own frames (`rlcore.envs.gym_render`), on `self.device`."""
         return self._frames(env_ids, size).to(self.device)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -351,7 +356,9 @@ class GymnasiumEnv(BatchedEnv):
         return {"seed": torch.tensor(int(self._rng.integers(0, _SEED_BOUND)))}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restart every episode from the saved seed (a resume here is not bit-exact)."""
         self.reset(seed=int(state["seed"]))
 
     def close(self) -> None:
+        """Close the vector env (its worker processes, for `async`)."""
         self.envs.close()

@@ -95,6 +95,7 @@ class Pendulum(ColumnStateEnv):
         out.index_copy_(0, env_ids, torch.stack((theta.cos(), theta.sin(), theta_dot), dim=1))
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Draw the rod from its pivot with torch ops, oriented as Gymnasium draws it."""
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
         theta = self._theta[ids]
         zeros = torch.zeros_like(theta)

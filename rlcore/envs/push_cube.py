@@ -180,6 +180,7 @@ class PushCube(ColumnStateEnv):
         out.index_copy_(0, env_ids, torch.cat((rows, diffs)).T)
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
+        """Draw the table from above (goal, cube, pusher) with torch ops."""
         ids = self._all_ids if env_ids is None else env_ids.to(self.device, torch.long)
         state = self._state[:, ids]
         zeros = torch.zeros(len(ids), device=self.device)

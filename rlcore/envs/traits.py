@@ -36,6 +36,7 @@ class EnvTraits:
     reward_std: float
 
     def describe(self) -> str:
+        """The traits in one line of words (for logs and messages)."""
         ends = "terminates early" if self.terminates_early else "ends at the time limit only"
         kind = "discrete" if self.discrete else "continuous"
         return (

@@ -100,6 +100,7 @@ class Engine(abc.ABC):
 
     @property
     def dtype(self) -> torch.dtype:
+        """The state's dtype (float64 in `BatchEngine`, float32 in `WarpEngine`)."""
         return self.qpos.dtype
 
     def _bind_arrays(self, ops: ArrayOps) -> None:
@@ -168,22 +169,28 @@ class BatchEngine(Engine):
         self._bind_arrays(NumpyOps() if ops is None else ops)
 
     def step(self, nstep: int) -> None:
+        """Step every simulation in C on the batch's thread pool."""
         self.batch.step(nstep=nstep)
 
     def reset(self, env_ids: torch.Tensor | None = None) -> None:
+        """`mj_resetData` on the chosen rows of the batch, stopping before any computation."""
         self.batch.reset(_host_ids(env_ids), stage=mujoco.mjtStage.mjSTAGE_NONE)
 
     def forward(self, env_ids: torch.Tensor | None = None) -> None:
+        """`mj_forward` on the chosen rows of the batch (all by default)."""
         self.batch.forward(_host_ids(env_ids))
 
     def copy_state(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy state rows `src` over `dst`, then recompute the derived fields of `dst`."""
         self._state[dst] = self._state[src]
         self.forward(dst)
 
     def state(self) -> torch.Tensor:
+        """The batch's own state rows, float64 (a live view: clone it to keep it)."""
         return self._state
 
     def load_state(self, state: torch.Tensor) -> None:
+        """Copy `state` into the batch's rows, then compute every simulation forward."""
         self._state.copy_(state)
         self.forward()
 

@@ -229,6 +229,7 @@ class MujocoEnv(TorchEnv):
         return self._renderer
 
     def close(self) -> None:
+        """Free the offscreen renderer (its GL context), if one was made; idempotent."""
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None

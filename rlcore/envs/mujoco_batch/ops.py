@@ -36,13 +36,19 @@ class ArrayOps(Protocol):
         ...
 
     @staticmethod
-    def clamp(x: Array, low: Array, high: Array, out: Array) -> None: ...
+    def clamp(x: Array, low: Array, high: Array, out: Array) -> None:
+        """`out = min(max(x, low), high)` elementwise (actions into the control range)."""
+        ...
 
     @staticmethod
-    def sub(a: Array, b: Array, out: Array) -> None: ...
+    def sub(a: Array, b: Array, out: Array) -> None:
+        """`out = a - b`."""
+        ...
 
     @staticmethod
-    def div(a: Array, divisor: float, out: Array) -> None: ...
+    def div(a: Array, divisor: float, out: Array) -> None:
+        """`out = a / divisor`."""
+        ...
 
     @staticmethod
     def copy(out: Array, src: Array) -> None:
@@ -60,13 +66,19 @@ class ArrayOps(Protocol):
         ...
 
     @staticmethod
-    def logical_not(x: Array, out: Array) -> None: ...
+    def logical_not(x: Array, out: Array) -> None:
+        """`out = not x`, elementwise on bool arrays."""
+        ...
 
     @staticmethod
-    def fill(out: Array, value: float | bool) -> None: ...
+    def fill(out: Array, value: float | bool) -> None:
+        """Set every element of `out` to `value`."""
+        ...
 
     @staticmethod
-    def isfinite(x: Array) -> Array: ...
+    def isfinite(x: Array) -> Array:
+        """A new bool array, true where `x` is finite (the one call that allocates)."""
+        ...
 
 
 class NumpyOps:
@@ -74,44 +86,53 @@ class NumpyOps:
 
     @staticmethod
     def as_array(tensor: torch.Tensor) -> np.ndarray:
+        """The CPU tensor's numpy view, sharing its memory."""
         return tensor.numpy(force=tensor.requires_grad)
 
     @staticmethod
     def clamp(x: np.ndarray, low: np.ndarray, high: np.ndarray, out: np.ndarray) -> None:
-        # Two ufuncs cost less than np.clip's Python-level dispatch.
+        """`ArrayOps.clamp` as two ufuncs, which cost less than `np.clip`'s dispatch."""
         np.maximum(x, low, out=out)
         np.minimum(out, high, out=out)
 
     @staticmethod
     def sub(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        """`ArrayOps.sub` as one `np.subtract` ufunc."""
         np.subtract(a, b, out=out)
 
     @staticmethod
     def div(a: np.ndarray, divisor: float, out: np.ndarray) -> None:
+        """`ArrayOps.div` as one `np.divide` ufunc."""
         np.divide(a, divisor, out=out)
 
     @staticmethod
     def copy(out: np.ndarray, src: np.ndarray) -> None:
+        """`ArrayOps.copy` through `np.copyto` (float64 state into float32 observations)."""
         np.copyto(out, src, casting="same_kind")
 
     @staticmethod
     def sum_squares(x: np.ndarray, out: np.ndarray) -> None:
+        """`ArrayOps.sum_squares` as one `np.vecdot` of each row with itself."""
         np.vecdot(x, x, out=out)
 
     @staticmethod
     def add_scaled(out: np.ndarray, x: np.ndarray, alpha: float) -> None:
+        """`ArrayOps.add_scaled`; the product is a temporary (numpy has no fused add)."""
         np.add(out, np.multiply(x, alpha), out=out)
 
     @staticmethod
     def logical_not(x: np.ndarray, out: np.ndarray) -> None:
+        """`ArrayOps.logical_not` as one `np.logical_not` ufunc."""
         np.logical_not(x, out=out)
 
     @staticmethod
     def fill(out: np.ndarray, value: float | bool) -> None:
+        """`ArrayOps.fill` through `ndarray.fill`."""
         out.fill(value)
 
     @staticmethod
     def isfinite(x: np.ndarray) -> np.ndarray:
+        """`ArrayOps.isfinite` through `np.isfinite`."""
         return np.isfinite(x)
 
 
@@ -120,42 +141,52 @@ class TorchOps:
 
     @staticmethod
     def as_array(tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor itself: torch ops run on it where it lives."""
         return tensor
 
     @staticmethod
     def clamp(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, out: torch.Tensor) -> None:
+        """`ArrayOps.clamp` as one `torch.clamp` kernel."""
         torch.clamp(x, low, high, out=out)
 
     @staticmethod
     def sub(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        """`ArrayOps.sub` as one `torch.sub` kernel."""
         torch.sub(a, b, out=out)
 
     @staticmethod
     def div(a: torch.Tensor, divisor: float, out: torch.Tensor) -> None:
+        """`ArrayOps.div` as one `torch.div` kernel."""
         torch.div(a, divisor, out=out)
 
     @staticmethod
     def copy(out: torch.Tensor, src: torch.Tensor) -> None:
+        """`ArrayOps.copy` through `Tensor.copy_` (which casts)."""
         out.copy_(src)
 
     @staticmethod
     def sum_squares(x: torch.Tensor, out: torch.Tensor) -> None:
+        """`ArrayOps.sum_squares` as one `torch.linalg.vecdot` of each row with itself."""
         torch.linalg.vecdot(x, x, out=out)
 
     @staticmethod
     def add_scaled(out: torch.Tensor, x: torch.Tensor, alpha: float) -> None:
+        """`ArrayOps.add_scaled` as one fused `add_(x, alpha=...)`."""
         out.add_(x, alpha=alpha)
 
     @staticmethod
     def logical_not(x: torch.Tensor, out: torch.Tensor) -> None:
+        """`ArrayOps.logical_not` as one `torch.logical_not` kernel."""
         torch.logical_not(x, out=out)
 
     @staticmethod
     def fill(out: torch.Tensor, value: float | bool) -> None:
+        """`ArrayOps.fill` through `Tensor.fill_`."""
         out.fill_(value)
 
     @staticmethod
     def isfinite(x: torch.Tensor) -> torch.Tensor:
+        """`ArrayOps.isfinite` through `torch.isfinite`."""
         return torch.isfinite(x)
 
 

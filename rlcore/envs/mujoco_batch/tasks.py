@@ -123,6 +123,7 @@ class PlanarTask(Task):
     qvel_clip: ClassVar[float | None] = None
 
     def bind(self, engine: Engine) -> None:
+        """Attach as `Task.bind` does, and find the one-copy observation rows if any."""
         super().bind(engine)
         # Without a clip, qpos[1:] and qvel in one copy where the engine holds them adjacent.
         joint = self.arrays.qpos_qvel
@@ -130,9 +131,12 @@ class PlanarTask(Task):
         self._qpos_obs = self.arrays.qpos[:, 1:]
 
     def obs_dim(self) -> int:
+        """`qpos` without the root's x, then `qvel`."""
         return self.engine.model.nq - 1 + self.engine.model.nv
 
     def observe(self, out: Array) -> None:
+        """One copy of the adjacent `qpos_qvel` rows where the engine has them and no clip
+        applies; otherwise `qpos[1:]` and the (clipped) `qvel` apart."""
         if self._obs_rows is not None:
             self.ops.copy(out, self._obs_rows)
             return
@@ -143,6 +147,8 @@ class PlanarTask(Task):
 
 
 class HalfCheetah(PlanarTask):
+    """Gymnasium's HalfCheetah-v5: run forward; never terminates, only the time limit ends it."""
+
     xml_file = "half_cheetah.xml"
     num_actuators = 6
     frame_skip = 5
@@ -152,6 +158,8 @@ class HalfCheetah(PlanarTask):
 
 
 class Hopper(PlanarTask):
+    """Gymnasium's Hopper-v5: hop forward; the episode ends when the hopper falls."""
+
     xml_file = "hopper.xml"
     num_actuators = 3
     frame_skip = 4
@@ -163,6 +171,7 @@ class Hopper(PlanarTask):
     camera_distance = 4.0
 
     def healthy(self) -> Array:
+        """Gymnasium's health check: bounded state, torso high enough and near upright."""
         qpos, qvel = self.arrays.qpos, self.arrays.qvel
         state_ok = (abs(qpos[:, 2:]) < 100.0).all(1) & (abs(qvel) < 100.0).all(1)
         z, angle = qpos[:, 1], qpos[:, 2]
@@ -170,6 +179,11 @@ class Hopper(PlanarTask):
 
 
 class Ant(Task):
+    """Gymnasium's Ant-v5: walk forward in 3D; ends when the torso leaves its height band.
+
+    Its contact forces differ from Gymnasium's under RK4 (see the module docstring).
+    """
+
     xml_file = "ant.xml"
     num_actuators = 8
     frame_skip = 5
@@ -182,6 +196,8 @@ class Ant(Task):
     main_body = 1  # the torso
 
     def obs_dim(self) -> int:
+        """`qpos` without the root's x and y, `qvel`, then the clipped contact forces of
+        every body but the world."""
         model = self.engine.model
         return model.nq - 2 + model.nv + (model.nbody - 1) * 6
 
@@ -189,6 +205,7 @@ class Ant(Task):
         return self.arrays.cfrc_ext.clip(-1.0, 1.0)
 
     def observe(self, out: Array) -> None:
+        """Write the entries `obs_dim` lists, in that order."""
         arrays, model = self.arrays, self.engine.model
         nq, nv = model.nq - 2, model.nv
         out[:, :nq] = arrays.qpos[:, 2:]
@@ -196,15 +213,18 @@ class Ant(Task):
         out[:, nq + nv :] = self._contact_forces()[:, 1:].reshape(self.engine.num_envs, -1)
 
     def progress(self) -> Array:
+        """The torso's x, read from `xpos` of its body as Gymnasium's Ant reads it."""
         return self.arrays.xpos[:, self.main_body, 0]
 
     def healthy(self) -> Array:
+        """Gymnasium's health check: a finite state and the torso's z within [0.2, 1.0]."""
         qpos, qvel, ops = self.arrays.qpos, self.arrays.qvel, self.ops
         finite = ops.isfinite(qpos).all(1) & ops.isfinite(qvel).all(1)
         z = qpos[:, 2]
         return finite & (z >= 0.2) & (z <= 1.0)
 
     def reward(self, progress: Array, healthy: Array | None, out: Array) -> None:
+        """`Task.reward`'s terms minus the cost of the clipped contact forces."""
         super().reward(progress, healthy, out)
         forces = self._contact_forces()
         contact_cost = (forces * forces).sum((1, 2))

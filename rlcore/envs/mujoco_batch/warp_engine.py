@@ -138,6 +138,8 @@ class WarpEngine(Engine):
     # --- Engine --------------------------------------------------------------------------
 
     def step(self, nstep: int) -> None:
+        """Run `nstep` MuJoCo Warp steps, as one captured CUDA graph per `nstep` where
+        graphs are on (one launch instead of a kernel launch per substep)."""
         if nstep <= 0:
             return
         if not self.graph:
@@ -165,6 +167,7 @@ class WarpEngine(Engine):
         return capture.graph
 
     def reset(self, env_ids: torch.Tensor | None = None) -> None:
+        """Reset the chosen worlds' data through a mask; their derived fields read zero."""
         with self._scope():
             if env_ids is None:
                 mjw.reset_data(self.wp_model, self.wp_data, reset=self._all)
@@ -184,6 +187,8 @@ class WarpEngine(Engine):
             mjw.forward(self.wp_model, self.wp_data)
 
     def copy_state(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy integration state (and sleep state, if the model sleeps) from worlds `src`
+        to `dst` on the device, then compute forward."""
         src = src.to(self.device, torch.int64)
         dst = dst.to(self.device, torch.int64)
         with self._scope():
