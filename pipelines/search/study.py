@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import logging
@@ -56,7 +57,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +189,19 @@ def retry_of(trial: FrozenTrial) -> int | None:
     return trial.system_attrs.get("failed_trial")
 
 
-def has_heartbeat(study: optuna.Study) -> bool:
-    """Whether the study's trials send heartbeats (a database storage; not the journal)."""
-    storage = study._storage
-    return callable(getattr(storage, "get_heartbeat_interval", None)) and (
-        storage.get_heartbeat_interval() is not None
+def has_heartbeat(storage: optuna.storages.BaseStorage) -> bool:
+    """Whether the storage's trials send heartbeats (a database, Optuna's RDBStorage with a
+    heartbeat interval; not the journal)."""
+    return (
+        isinstance(storage, optuna.storages.RDBStorage)
+        and storage.get_heartbeat_interval() is not None
     )
+
+
+def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
+    """The storage's id of the study's trial `number`."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    return storage.get_trial_id_from_study_id_trial_number(study_id, number)
 
 
 def worker_seed(study_seed: int, worker: int, finished: int = 0) -> int:
@@ -235,12 +243,14 @@ def make_pruner(search: SearchParams) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = False) -> optuna.Study:
-    """The study, created on first use; `wait` as for `make_storage`."""
-    search = search_section(params)
+def study_in(
+    storage: optuna.storages.BaseStorage, search: SearchParams, worker: int = 0
+) -> optuna.Study:
+    """The study in `storage` (`make_storage`), created on first use, with the sampler of
+    worker `worker` and the search's pruner."""
     return optuna.create_study(
         study_name=search.study_name,
-        storage=make_storage(search, layout, wait),
+        storage=storage,
         sampler=make_sampler(search, worker),
         pruner=make_pruner(search),
         direction=search.direction,
@@ -248,25 +258,33 @@ def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = Fal
     )
 
 
-def fail_stale_trials(study: optuna.Study, retries: int) -> list[int]:
+def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = False) -> optuna.Study:
+    """The study, created on first use; `wait` as for `make_storage`."""
+    search = search_section(params)
+    return study_in(make_storage(search, layout, wait), search, worker)
+
+
+def fail_stale_trials(
+    study: optuna.Study, storage: optuna.storages.BaseStorage, retries: int
+) -> list[int]:
     """Mark trials left RUNNING (by a killed worker) FAILED and queue each again (up to
-    `retries` times); return their numbers.
+    `retries` times); return their numbers. `storage`: the study's (`study_in`).
 
     With heartbeats, only trials whose heartbeat stopped; without (the journal), every
     RUNNING trial: safe only when no other worker runs, i.e. when a search starts.
     """
-    if has_heartbeat(study):
-        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    ids = {t.number: trial_id(storage, study, t.number) for t in running}
+    if has_heartbeat(storage):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(study)
-        state = lambda t: study._storage.get_trial(t._trial_id).state  # noqa: E731
-        return [t.number for t in running if state(t) == TrialState.FAIL]
-    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    for trial in stale:
-        study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        _queue_again(study, study._storage.get_trial(trial._trial_id), retries)
-    return [t.number for t in stale]
+        failed = TrialState.FAIL
+        return [t.number for t in running if storage.get_trial(ids[t.number]).state == failed]
+    for trial in running:
+        storage.set_trial_state_values(ids[trial.number], state=TrialState.FAIL)
+        _queue_again(study, storage.get_trial(ids[trial.number]), retries)
+    return [t.number for t in running]
 
 
 def requeue_stopped(study: optuna.Study, retries: int) -> list[int]:
@@ -358,26 +376,37 @@ def trial_values(trial: FrozenTrial, space: dict[str, SearchDimension]) -> dict[
     }
 
 
+# The training function of a trial's run: `run_training`'s signature (the train stage's loop):
+# (trainer, iterations per chunk, called after each chunk) -> whether the target was reached.
+Train = Callable[[Trainer, int | None, Callable[[Trainer], None] | None], bool]
+
+
 def objective(
     params: Params,
+    storage: optuna.storages.BaseStorage,
+    train: Train = run_training,
     note: Callable[[str], None] | None = None,
     checkpoints: Path | None = None,
 ) -> Callable[[optuna.Trial], float]:
     """The study's objective: train the trial's config on each seed; mean final metric.
-    `note` gets a line per evaluation, so that an hour-long trial shows how it goes.
+
+    `storage` is the study's (`study_in`): a running trial reads its state there, as another
+    process may fail it meanwhile. `train` trains each seed (the train stage's
+    `run_training`; a test passes its own). `note` gets a line per evaluation, so that an
+    hour-long trial shows how it goes.
 
     With `checkpoints` (a directory), a running trial saves its training there at an
     evaluation (at most every `TRIAL_CHECKPOINT_EVERY_S`), and a retry of a trial that a
     Ctrl-C or a killed worker stopped goes on from that point, bit-identically, instead of
     training from the start; the checkpoint is deleted once the trial has ended."""
-    search = search_section(params)
-    metric = OBJECTIVE_METRICS[search.objective]
 
     def run(trial: optuna.Trial) -> float:
+        live = _LiveTrial(trial, storage)
         if trial.user_attrs.get(INTERRUPTED):  # a retry copies its original's attributes
             trial.set_user_attr(INTERRUPTED, False)  # only a Ctrl-C of this run sets it
+        ended = [*live.retried, trial.number]  # the checkpoints nothing goes on from once it ends
         try:
-            value = train_trial(trial)
+            value = _train_trial(live, params, train, note, checkpoints)
         except KeyboardInterrupt:
             # Not the params' fault: the next search queues them again (`requeue_stopped`).
             trial.set_user_attr(INTERRUPTED, True)
@@ -385,101 +414,177 @@ def objective(
         except (_TrialTakenOver, DatabaseUnreachable):
             raise  # another worker, or the next search, runs its retry: it may go on from there
         except BaseException:
-            _drop_checkpoints(trial, checkpoints)  # pruned or failed: nothing to go on with
+            _drop_checkpoints(checkpoints, ended)  # pruned or failed: nothing to go on with
             raise
-        _drop_checkpoints(trial, checkpoints)
+        _drop_checkpoints(checkpoints, ended)
         return value
 
-    def train_trial(trial: optuna.Trial) -> float:
-        trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
-        values = sample(trial, search.space)
-        cfg = apply_values(params, {**search.overrides, **values}).experiment()
-        trial.set_user_attr(MACHINE, machine_line(provenance(cfg.env.device)))
-        infeasible = _infeasible(cfg, search)
-        if infeasible:
-            trial.set_user_attr(INFEASIBLE, infeasible)
-            raise optuna.TrialPruned(infeasible)
-        interval = search.eval_every_env_steps
-        runs = _trial_runs(params, {**search.overrides, **values}, cfg)
-        resume = _resume_point(trial, checkpoints, [run.cfg for run in runs], note)
-        restored: dict[str, Any] = resume[1] if resume is not None else {}
-        started, earlier_s = time.monotonic(), float(restored.get("wall_s", 0.0))
-        if earlier_s or trial.user_attrs.get(EARLIER_S):  # a retry copies its original's
-            trial.set_user_attr(EARLIER_S, earlier_s)
-        evaluations: int = restored.get("evaluations", 0)
-        finals: list[float] = list(restored.get("finals", []))
-        for k in range(restored.get("seed_index", 0), len(runs)):
-            # this run's evaluations of the metric (a task's: normalised), in order
-            seen: list[float] = list(restored.get("seen", []))
-            seed_cfg, task = runs[k].cfg, runs[k].task
-            scale = task.score if task is not None else float
-            # Each run's reports follow the previous run's (the pruner needs rising steps).
-            offset = k * (cfg.trainer.total_env_steps // interval + 1) if interval else 0
-
-            def report(
-                env_steps: int,
-                metrics: dict[str, float],
-                offset: int = offset,
-                seen: list[float] = seen,
-                k: int = k,
-                scale: Callable[[float], float] = scale,
-            ) -> None:
-                nonlocal evaluations
-                if metric not in metrics:
-                    return
-                value = scale(metrics[metric])
-                seen.append(value)
-                stored = _check_still_running(trial)
-                step = offset + env_steps // interval if interval else evaluations
-                if step in stored.intermediate_values:
-                    return  # the final evaluation, in the last periodic one's interval
-                trial.report(value, step)
-                evaluations += 1
-                if note is not None:
-                    note(
-                        f"[search] trial {trial.number}: {search.objective} "
-                        f"{metrics[metric]:.4g} at {env_steps:,} env steps{runs[k].label}"
-                    )
-                if trial.should_prune():
-                    raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
-
-            trainer = Trainer(seed_cfg, sink=report, compile_loss=params.runtime.compile)
-            if restored:
-                _go_on(trial, trainer, resume, note)
-                restored = {}  # the next seed starts from scratch
-            saved_at = time.monotonic()
-
-            def save(trainer: Trainer, k: int = k, seen: list[float] = seen) -> None:
-                nonlocal saved_at
-                if checkpoints is None or time.monotonic() - saved_at < TRIAL_CHECKPOINT_EVERY_S:
-                    return
-                progress = {
-                    "seed_index": k,
-                    "seen": seen,
-                    "finals": finals,
-                    "evaluations": evaluations,
-                    "reports": dict(_check_still_running(trial).intermediate_values),
-                    "wall_s": earlier_s + time.monotonic() - started,
-                }
-                checkpoints.mkdir(parents=True, exist_ok=True)
-                trainer.save(checkpoints / f"{trial.number}.pt", extra={TRIAL_PROGRESS: progress})
-                saved_at = time.monotonic()
-                _drop_checkpoints(trial, checkpoints, own=False)  # its own now goes further
-
-            run_training(trainer, trainer.cfg.trainer.eval_every_iters or None, save)
-            if metric not in trainer.last_eval:
-                raise SearchError(
-                    f"search.objective {search.objective!r}: {seed_cfg.env.name} reports no "
-                    f"{metric}"
-                )
-            finals.append(statistics.fmean(seen[-search.objective_evals :]))
-            if task is not None:  # each task's score (mean over its seeds), for the reports
-                scores = [f for f, run in zip(finals, runs, strict=False) if run.task is task]
-                trial.set_user_attr(f"{TASK_SCORE}{task.env}", statistics.fmean(scores))
-        _check_still_running(trial)
-        return statistics.fmean(finals)
-
     return run
+
+
+class _TrialTakenOver(BaseException):
+    """This worker's trial was finished by another process. A BaseException, so Optuna
+    does not try to tell the finished trial FAIL again (which it cannot: it raises)."""
+
+
+class _LiveTrial:
+    """A trial this worker runs, and its record in the study's storage, where another
+    process may fail it meanwhile (a search that starts, a worker that saw no heartbeat)."""
+
+    def __init__(self, trial: optuna.Trial, storage: optuna.storages.BaseStorage) -> None:
+        self.trial, self.storage = trial, storage
+        self.id = trial_id(storage, trial.study, trial.number)
+        # The trials this one retries, first to last (Optuna's `retry_history`).
+        self.retried: list[int] = storage.get_trial(self.id).system_attrs.get("retry_history", [])
+
+    def stored(self) -> FrozenTrial:
+        """The trial as stored, if it is still this worker's to finish."""
+        stored = self.storage.get_trial(self.id)
+        if stored.state != TrialState.RUNNING:
+            raise _TrialTakenOver(self.trial.number)
+        return stored
+
+
+def _train_trial(
+    live: _LiveTrial,
+    params: Params,
+    train: Train,
+    note: Callable[[str], None] | None,
+    checkpoints: Path | None,
+) -> float:
+    """Sample the trial's values and train each of its runs (`_trial_runs`), going on from
+    the checkpoint of a trial it retries if there is one; the mean of the runs' values."""
+    trial, search = live.trial, search_section(params)
+    trial.set_user_attr(WORKER, f"{socket.gethostname()}:{os.getpid()}")
+    values = {**search.overrides, **sample(trial, search.space)}
+    cfg = apply_values(params, values).experiment()
+    trial.set_user_attr(MACHINE, machine_line(provenance(cfg.env.device)))
+    infeasible = _infeasible(cfg, search)
+    if infeasible:
+        trial.set_user_attr(INFEASIBLE, infeasible)
+        raise optuna.TrialPruned(infeasible)
+    runs = _trial_runs(params, values, cfg)
+    resume = _resume_point(live, checkpoints, [run.cfg for run in runs], note)
+    restored: dict[str, Any] = resume[1] if resume is not None else {}
+    earlier_s = float(restored.get("wall_s", 0.0))
+    if earlier_s or trial.user_attrs.get(EARLIER_S):  # a retry copies its original's
+        trial.set_user_attr(EARLIER_S, earlier_s)
+    interval = search.eval_every_env_steps
+    trainings = _Trainings(
+        live,
+        search,
+        runs,
+        note=note,
+        checkpoints=checkpoints,
+        # Each run's reports follow the previous run's (the pruner needs rising steps).
+        steps_per_run=cfg.trainer.total_env_steps // interval + 1 if interval else 0,
+        evaluations=restored.get("evaluations", 0),
+        finals=list(restored.get("finals", [])),
+        earlier_s=earlier_s,
+    )
+    for k in range(restored.get("seed_index", 0), len(runs)):
+        # this run's evaluations of the metric (a task's: normalised), in order
+        seen: list[float] = list(restored.get("seen", []))
+        trainings.train_run(k, seen, train, params.runtime.compile, resume if restored else None)
+        restored = {}  # the next seed starts from scratch
+    live.stored()
+    return statistics.fmean(trainings.finals)
+
+
+@dataclass
+class _Trainings:
+    """A trial's runs, trained in turn: each evaluation reported to the trial (the pruner
+    may stop it), the progress saved with the training to `checkpoints`."""
+
+    live: _LiveTrial
+    search: SearchParams
+    runs: list[TrialRun]
+    note: Callable[[str], None] | None
+    checkpoints: Path | None
+    steps_per_run: int  # the report steps of one run (`search.eval_every_env_steps`)
+    evaluations: int  # reported so far
+    finals: list[float]  # the value of each run trained so far
+    earlier_s: float  # trained by the trials this one goes on from, up to their checkpoint
+    started: float = field(default_factory=time.monotonic)
+    saved_at: float = field(default_factory=time.monotonic)
+
+    def train_run(
+        self,
+        k: int,
+        seen: list[float],
+        train: Train,
+        compile_loss: bool,
+        resume: tuple[Path, dict[str, Any]] | None,
+    ) -> None:
+        """Train run `k` (from `resume`, its retried trial's checkpoint, if any); keep its
+        value, the mean of its last `search.objective_evals` evaluations (`seen`)."""
+        run = self.runs[k]
+        report = functools.partial(self._report, k, seen)
+        trainer = Trainer(run.cfg, sink=report, compile_loss=compile_loss)
+        if resume is not None:
+            _go_on(self.live, trainer, resume, self.note)
+        self.saved_at = time.monotonic()
+        train(trainer, trainer.cfg.trainer.eval_every_iters or None, self._saver(k, seen))
+        metric = OBJECTIVE_METRICS[self.search.objective]
+        if metric not in trainer.last_eval:
+            raise SearchError(
+                f"search.objective {self.search.objective!r}: {run.cfg.env.name} reports no "
+                f"{metric}"
+            )
+        self.finals.append(statistics.fmean(seen[-self.search.objective_evals :]))
+        if run.task is not None:  # each task's score (mean over its seeds), for the reports
+            scores = [
+                f for f, done in zip(self.finals, self.runs, strict=False) if done.task is run.task
+            ]
+            self.live.trial.set_user_attr(f"{TASK_SCORE}{run.task.env}", statistics.fmean(scores))
+
+    def _report(self, k: int, seen: list[float], env_steps: int, metrics: dict[str, float]) -> None:
+        """The sink of run `k`: report its evaluation to the trial, which may be pruned."""
+        metric = OBJECTIVE_METRICS[self.search.objective]
+        if metric not in metrics:
+            return
+        run, trial, interval = self.runs[k], self.live.trial, self.search.eval_every_env_steps
+        value = run.task.score(metrics[metric]) if run.task is not None else float(metrics[metric])
+        seen.append(value)
+        stored = self.live.stored()
+        step = k * self.steps_per_run + env_steps // interval if interval else self.evaluations
+        if step in stored.intermediate_values:
+            return  # the final evaluation, in the last periodic one's interval
+        trial.report(value, step)
+        self.evaluations += 1
+        if self.note is not None:
+            self.note(
+                f"[search] trial {trial.number}: {self.search.objective} "
+                f"{metrics[metric]:.4g} at {env_steps:,} env steps{run.label}"
+            )
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"pruned after {env_steps:,} env steps")
+
+    def _saver(self, k: int, seen: list[float]) -> Callable[[Trainer], None]:
+        """What runs after each chunk of run `k`'s training: save the trial's progress, at
+        most every `TRIAL_CHECKPOINT_EVERY_S`."""
+
+        def save(trainer: Trainer) -> None:
+            if (
+                self.checkpoints is None
+                or time.monotonic() - self.saved_at < TRIAL_CHECKPOINT_EVERY_S
+            ):
+                return
+            progress = {
+                "seed_index": k,
+                "seen": seen,
+                "finals": self.finals,
+                "evaluations": self.evaluations,
+                "reports": dict(self.live.stored().intermediate_values),
+                "wall_s": self.earlier_s + time.monotonic() - self.started,
+            }
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
+            number = self.live.trial.number
+            trainer.save(self.checkpoints / f"{number}.pt", extra={TRIAL_PROGRESS: progress})
+            self.saved_at = time.monotonic()
+            _drop_checkpoints(self.checkpoints, self.live.retried)  # its own now goes further
+
+        return save
 
 
 def _seed_config(cfg: ExperimentConfig, k: int) -> ExperimentConfig:
@@ -522,7 +627,7 @@ def _trial_runs(params: Params, values: dict[str, Any], cfg: ExperimentConfig) -
 
 
 def _resume_point(
-    trial: optuna.Trial,
+    live: _LiveTrial,
     checkpoints: Path | None,
     run_cfgs: list[ExperimentConfig],
     note: Callable[[str], None] | None,
@@ -532,7 +637,7 @@ def _resume_point(
     damaged or was written by another configuration: the params file changed since)."""
     if checkpoints is None:
         return None
-    for number in reversed(_retried(trial)):
+    for number in reversed(live.retried):
         path = checkpoints / f"{number}.pt"
         if not path.exists():
             continue
@@ -544,14 +649,14 @@ def _resume_point(
                 raise CheckpointError("it was written by another configuration")
         except (CheckpointError, KeyError) as exc:
             if note is not None:
-                note(f"[search] trial {trial.number} starts over: {path} is unusable: {exc}")
+                note(f"[search] trial {live.trial.number} starts over: {path} is unusable: {exc}")
             return None
         return path, progress
     return None
 
 
 def _go_on(
-    trial: optuna.Trial,
+    live: _LiveTrial,
     trainer: Trainer,
     resume: tuple[Path, dict[str, Any]] | None,
     note: Callable[[str], None] | None,
@@ -561,27 +666,21 @@ def _go_on(
     assert resume is not None
     path, progress = resume
     trainer.load(path)
-    stored = _check_still_running(trial)
+    stored = live.stored()
     for step, value in sorted(progress["reports"].items()):
         if step not in stored.intermediate_values:
-            trial.report(value, step)
+            live.trial.report(value, step)
     if note is not None:
         note(
-            f"[search] trial {trial.number}: goes on from trial {path.stem}'s checkpoint at "
+            f"[search] trial {live.trial.number}: goes on from trial {path.stem}'s checkpoint at "
             f"{trainer.env_steps:,} env steps"
         )
 
 
-def _retried(trial: optuna.Trial) -> list[int]:
-    """The trials this one retries, first to last (Optuna's `retry_history`)."""
-    return trial.study._storage.get_trial_system_attrs(trial._trial_id).get("retry_history", [])
-
-
-def _drop_checkpoints(trial: optuna.Trial, checkpoints: Path | None, own: bool = True) -> None:
-    """Delete the checkpoints of `trial` (`own`) and of the trials it retries."""
+def _drop_checkpoints(checkpoints: Path | None, numbers: list[int]) -> None:
+    """Delete the checkpoints of the trials `numbers`."""
     if checkpoints is None:
         return
-    numbers = [*_retried(trial), *([trial.number] if own else [])]
     for number in numbers:
         (checkpoints / f"{number}.pt").unlink(missing_ok=True)
 
@@ -600,19 +699,6 @@ def _infeasible(cfg: ExperimentConfig, search: SearchParams) -> str | None:
         f"minibatches of {size} samples ({cfg.env.num_envs} envs x {cfg.trainer.num_steps} "
         f"steps / {count}) < search.min_minibatch_size {floor}: not trained"
     )
-
-
-class _TrialTakenOver(BaseException):
-    """This worker's trial was finished by another process. A BaseException, so Optuna
-    does not try to tell the finished trial FAIL again (which it cannot: it raises)."""
-
-
-def _check_still_running(trial: optuna.Trial) -> FrozenTrial:
-    """The trial as stored, if it is still this worker's to finish."""
-    stored = trial.study._storage.get_trial(trial._trial_id)
-    if stored.state != TrialState.RUNNING:
-        raise _TrialTakenOver(trial.number)
-    return stored
 
 
 # --- running the study ----------------------------------------------------------------
@@ -694,18 +780,22 @@ def enqueue(study: optuna.Study, search: SearchParams) -> int:
 
 
 @_database_outage_in_one_line()
-def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
+def run_worker(
+    params: Params, layout: Layout, worker: int = 0, train: Train = run_training
+) -> None:
     """Run trials in this process until the study has `n_trials` or the timeout passes.
 
     `worker` numbers the process within the search (its sampler seed, `worker_seed`). With
     heartbeats, a worker whose study is full stays while other workers' trials run, and
     re-runs any whose worker dies; one whose own trial was failed meanwhile (its heartbeat
-    stalled past `search.grace_s`) leaves that trial to its retry and goes on.
+    stalled past `search.grace_s`) leaves that trial to its retry and goes on. `train`
+    trains each seed of a trial (`objective`).
     """
     configure_cpu(params.runtime.threads)
     search = search_section(params)
-    study = open_study(params, layout, worker, wait=True)  # the search has reached it
-    if search.n_trials - len(_started(study)) <= 0 and not _others_running(study):
+    storage = make_storage(search, layout, wait=True)  # the search has reached it
+    study = study_in(storage, search, worker)
+    if search.n_trials - len(_started(study)) <= 0 and not _others_running(study, storage):
         return
     # A resumed study draws afresh: its seed counts every ended trial, replaced ones too.
     ended = len(study.get_trials(deepcopy=False, states=_FINISHED))
@@ -714,37 +804,19 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
     for handler in logging.getLogger("optuna").handlers:
         handler.addFilter(_without_interrupt_tracebacks)
     progress = Progress("search", search.n_trials, "trials", initial=len(_finished(study)))
+    run = objective(params, storage, train, progress.note, trial_checkpoints(layout, search))
+    callbacks = [_progress(search.n_trials, progress), _stop_at_total(search.n_trials)]
     deadline = None if search.timeout_s is None else time.monotonic() + search.timeout_s
     waiting_said = False
     try:
         while deadline is None or time.monotonic() < deadline:
             missing = search.n_trials - len(_started(study))
             if missing > 0:
-                try:
-                    study.optimize(
-                        objective(params, progress.note, trial_checkpoints(layout, search)),
-                        n_trials=missing,
-                        timeout=None if deadline is None else deadline - time.monotonic(),
-                        catch=(NonFiniteError,),
-                        callbacks=[
-                            _progress(search.n_trials, progress),
-                            _stop_at_total(search.n_trials),
-                        ],
-                        gc_after_trial=False,
-                    )
-                except _TrialTakenOver as taken:
-                    if not has_heartbeat(study):
-                        raise SearchError(
-                            f"this worker's trial {taken.args[0]} was marked failed by another "
-                            f"process (a search started while it ran); the worker stops, the "
-                            f"study keeps every finished trial"
-                        ) from None
-                    progress.note(
-                        f"[search] trial {taken.args[0]} was failed by another worker (no "
-                        f"heartbeat for {search.grace_s}s) and queued again; going on"
-                    )
+                taken = _optimize(study, run, missing, deadline, callbacks)
+                if taken is not None:
+                    _go_on_after_takeover(taken, has_heartbeat(storage), search, progress)
                 continue
-            if not _others_running(study):
+            if not _others_running(study, storage):
                 break
             if not waiting_said:
                 progress.note(
@@ -753,10 +825,50 @@ def run_worker(params: Params, layout: Layout, worker: int = 0) -> None:
                 )
                 waiting_said = True
             time.sleep(min(search.heartbeat_s, WAIT_POLL_S))
-            for number in fail_stale_trials(study, search.retries):
+            for number in fail_stale_trials(study, storage, search.retries):
                 progress.note(f"[search] trial {number}'s worker stopped beating: queued again")
     finally:
         progress.close()
+
+
+def _optimize(
+    study: optuna.Study,
+    run: Callable[[optuna.Trial], float],
+    missing: int,
+    deadline: float | None,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]],
+) -> int | None:
+    """Run up to `missing` trials of the study; the number of this worker's trial that
+    another process failed meanwhile (which stopped them), else None."""
+    try:
+        study.optimize(
+            run,
+            n_trials=missing,
+            timeout=None if deadline is None else deadline - time.monotonic(),
+            catch=(NonFiniteError,),
+            callbacks=callbacks,
+            gc_after_trial=False,
+        )
+    except _TrialTakenOver as taken:
+        return taken.args[0]
+    return None
+
+
+def _go_on_after_takeover(
+    number: int, heartbeat: bool, search: SearchParams, progress: Progress
+) -> None:
+    """Say that this worker's trial `number` was failed by another process; with
+    heartbeats, the worker goes on (another worker failed the trial and queued it again),
+    without, it stops (a search started while it ran)."""
+    if not heartbeat:
+        raise SearchError(
+            f"this worker's trial {number} was marked failed by another process (a search "
+            f"started while it ran); the worker stops, the study keeps every finished trial"
+        )
+    progress.note(
+        f"[search] trial {number} was failed by another worker (no heartbeat for "
+        f"{search.grace_s}s) and queued again; going on"
+    )
 
 
 def _without_interrupt_tracebacks(record: logging.LogRecord) -> bool:
@@ -768,10 +880,10 @@ def _without_interrupt_tracebacks(record: logging.LogRecord) -> bool:
     return not record.getMessage().endswith(" failed with value None.")
 
 
-def _others_running(study: optuna.Study) -> bool:
+def _others_running(study: optuna.Study, storage: optuna.storages.BaseStorage) -> bool:
     """Trials of other workers whose end this worker must wait for: only with heartbeats
     (without, a dead worker's trial never ends, and nothing could retry it)."""
-    return has_heartbeat(study) and bool(
+    return has_heartbeat(storage) and bool(
         study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     )
 
@@ -795,10 +907,13 @@ def search(
     workers: int = 1,
     join: bool = False,
     params_path: Path = Path("params.yaml"),
+    train: Train = run_training,
 ) -> dict[str, Any]:
     """Run the study with `workers` local processes, then write its reports. The search
     section is checked against the experiment where a search starts (the CLI's
-    `checked_search`), not again here: that check trains nothing but parses every extreme."""
+    `checked_search`), not again here: that check trains nothing but parses every extreme.
+    `train` trains the trials of this process (`run_worker`; its worker processes train
+    with `run_training`)."""
     section = search_section(params, params_path)
     layout = layout or Layout()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -808,14 +923,50 @@ def search(
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()
     _check_experiment_builds(params)
+    _prepare_study(section, layout, join, workers)
+    extra = _start_workers(params_path, layout, workers)
+    interrupted = False
+    try:
+        # A joining search samples apart from the study's first process: its pid seeds it.
+        run_worker(params, layout, worker=os.getpid() if join else 0, train=train)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        codes, stopped = _wait_for_workers(extra, stop=interrupted)
+    interrupted |= stopped
+    study = open_study(params, layout, wait=True)
+    summary = write_reports(study, params, layout)
+    summary["wall_s"] = round(time.perf_counter() - start, 2)
+    write_json(layout.search_metrics, summary)
+    print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
+    print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
+    if interrupted:
+        print(
+            f"[search] interrupted with {summary['trials']} of {section.n_trials} trials "
+            "(the ones running are failed); the reports above cover the finished ones; run "
+            "the search again to resume the study (it runs the failed ones again first)",
+            flush=True,
+        )
+        raise KeyboardInterrupt
+    if any(codes):
+        _check_nothing_lost(study, section.n_trials, codes)
+    return summary
+
+
+def _prepare_study(section: SearchParams, layout: Layout, join: bool, workers: int) -> None:
+    """Open the study and ready it for this search, saying what it did: repair the journal,
+    fail the trials a stopped worker left running, queue again those a Ctrl-C stopped and
+    the enqueued ones, delete checkpoints no retry needs. A joining search (`join`) leaves
+    all but the dead workers' trials (with heartbeats) to the search it joins."""
     journal = journal_path(section, layout)
     if not join and journal is not None:
         for repair in recover_journal(journal):
             print(f"[search] {repair}", flush=True)
-    study = open_study(params, layout)
+    storage = make_storage(section, layout)
+    study = study_in(storage, section)
     retries = section.retries
-    if not join or has_heartbeat(study):  # with heartbeats, only the dead workers' trials
-        stale = fail_stale_trials(study, retries)
+    if not join or has_heartbeat(storage):  # with heartbeats, only the dead workers' trials
+        stale = fail_stale_trials(study, storage, retries)
         if stale:
             print(
                 f"[search] trials {stale} were left running by a stopped worker: failed "
@@ -844,42 +995,22 @@ def search(
         + f", {workers} worker(s)",
         flush=True,
     )
+
+
+def _start_workers(params_path: Path, layout: Layout, workers: int) -> list[subprocess.Popen]:
+    """Start the search's worker processes 1 .. `workers` - 1 (`python -m pipelines search
+    --worker k`): each dies with this process (`--parent-pid`) and runs in its own session,
+    so that a terminal's Ctrl-C reaches this process alone, which stops them."""
     command = [sys.executable, "-m", "pipelines", "search", "--params", str(params_path)]
-    extra = [
+    return [
         subprocess.Popen(
             [*command, "--worker", str(index), "--parent-pid", str(os.getpid())],
             cwd=layout.root,
             env={**os.environ, SEARCH_PID_ENV: str(os.getpid())},
-            start_new_session=True,  # Ctrl-C reaches this process alone: it stops them
+            start_new_session=True,
         )
         for index in range(1, workers)
     ]
-    interrupted = False
-    try:
-        # A joining search samples apart from the study's first process: its pid seeds it.
-        run_worker(params, layout, worker=os.getpid() if join else 0)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        codes, stopped = _wait_for_workers(extra, stop=interrupted)
-    interrupted |= stopped
-    study = open_study(params, layout, wait=True)
-    summary = write_reports(study, params, layout)
-    summary["wall_s"] = round(time.perf_counter() - start, 2)
-    write_json(layout.search_metrics, summary)
-    print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
-    print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
-    if interrupted:
-        print(
-            f"[search] interrupted with {summary['trials']} of {section.n_trials} trials "
-            "(the ones running are failed); the reports above cover the finished ones; run "
-            "the search again to resume the study (it runs the failed ones again first)",
-            flush=True,
-        )
-        raise KeyboardInterrupt
-    if any(codes):
-        _check_nothing_lost(study, section.n_trials, codes)
-    return summary
 
 
 def _wait_for_workers(workers: list[subprocess.Popen], stop: bool) -> tuple[list[int], bool]:

@@ -20,6 +20,7 @@ from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
 from pipelines.search.space import checked_search, search_section
 from pipelines.search.study import open_study, search
+from pipelines.stages.train import run_training
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import provenance
 
@@ -54,19 +55,22 @@ def read_trials(layout):
         return list(csv.DictReader(f))
 
 
-def test_tiny_study_end_to_end(tmp_path, monkeypatch, capsys):
+def ctrl_c(trainer, *args, **kwargs):
+    """A training function whose trial a Ctrl-C stops at once."""
+    raise KeyboardInterrupt
+
+
+def test_tiny_study_end_to_end(tmp_path, capsys):
     params, layout = parse_params(TINY), Layout(tmp_path)
     # Force trial 3 to report a hopeless first evaluation: the median pruner must stop it.
     calls = itertools.count()
-    real_run = search_module.run_training
 
     def forced(trainer, *args, **kwargs):
         if next(calls) == 3:
             trainer.sink(0, {"eval/episode_return": -1e9})
-        return real_run(trainer, *args, **kwargs)
+        return run_training(trainer, *args, **kwargs)
 
-    monkeypatch.setattr(search_module, "run_training", forced)
-    summary = search(params, layout)
+    summary = search(params, layout, train=forced)
 
     assert summary["trials"] == 5 and summary["pruned"] >= 1
     # Every evaluation is a line: a long trial shows how it goes before it ends.
@@ -109,20 +113,16 @@ def test_a_study_on_several_kinds_of_machine_says_so(tmp_path, monkeypatch):
     assert "trials ran on 2 kinds of machine (`trials.csv`, column `machine`)" in summary
 
 
-def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path, monkeypatch):
+def test_non_finite_trial_fails_and_the_study_goes_on(tmp_path):
     params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
     calls = itertools.count()
-    real_run = search_module.run_training
 
     def poisoned(trainer, *args, **kwargs):
         if next(calls) == 1:
-            from rlcore.errors import NonFiniteError
-
             raise NonFiniteError("the env produced a non-finite obs")
-        return real_run(trainer, *args, **kwargs)
+        return run_training(trainer, *args, **kwargs)
 
-    monkeypatch.setattr(search_module, "run_training", poisoned)
-    summary = search(params, layout)
+    summary = search(params, layout, train=poisoned)
     assert summary["fail"] == 1 and summary["complete"] == 2
 
 
@@ -155,21 +155,19 @@ def test_objective_evals_averages_each_trials_last_evaluations(tmp_path):
     assert "objective: maximize return, mean of the last 3 evaluations" in summary
 
 
-def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, monkeypatch, capsys):
+def test_a_trial_below_the_minibatch_floor_is_pruned_untrained(tmp_path, capsys):
     # 8 envs x 16 steps = 128 transitions: 2 minibatches of 64 pass a floor of 32, 8 of 16 not.
     space = {"algorithm.ppo.num_minibatches": {"type": "categorical", "choices": [2, 8]}}
     small, large = {"algorithm.ppo.num_minibatches": 8}, {"algorithm.ppo.num_minibatches": 2}
     data = with_search(space=space, n_trials=2, enqueue=[small, large], min_minibatch_size=32)
     params, layout = parse_params(data), Layout(tmp_path)
     trained = []
-    real_run = search_module.run_training
 
     def counted(trainer, *args, **kwargs):
         trained.append(trainer.cfg.algo.num_minibatches)
-        return real_run(trainer, *args, **kwargs)
+        return run_training(trainer, *args, **kwargs)
 
-    monkeypatch.setattr(search_module, "run_training", counted)
-    summary = search(params, layout)
+    summary = search(params, layout, train=counted)
 
     assert trained == [2]  # the infeasible trial never trained
     first, second = open_study(params, layout).get_trials()
@@ -420,21 +418,19 @@ def test_worker_seeds_are_distinct_reproducible_and_the_studys_own_for_worker_0(
     assert resumed == [search_module.worker_seed(7, w, finished=5) for w in range(4)]
 
 
-def test_a_resumed_study_does_not_redraw_its_first_sessions_trials(tmp_path, monkeypatch):
+def test_a_resumed_study_does_not_redraw_its_first_sessions_trials(tmp_path):
     """Seeded alike, a resumed worker would sample the first session's trials again: the
     HalfCheetah SAC study's first sampled trial after a resume repeated trial 1's values."""
     params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
-    real_training = search_module.run_training
     calls = itertools.count()
 
     def ctrl_c_on_the_second(trainer, *args, **kwargs):
         if next(calls) == 1:
             raise KeyboardInterrupt
-        return real_training(trainer, *args, **kwargs)
+        return run_training(trainer, *args, **kwargs)
 
-    monkeypatch.setattr(search_module, "run_training", ctrl_c_on_the_second)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
+        search_module.run_worker(params, layout, train=ctrl_c_on_the_second)
     params = parse_params(with_search(n_trials=4, pruner="none", retries=0))  # samples 2
     search(params, layout)
     first, stopped, *later = open_study(params, layout).get_trials()
@@ -566,39 +562,32 @@ def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
     assert f"trials {stopped} were stopped by a Ctrl-C and run again on resuming" in summary_md
 
 
-def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path, monkeypatch):
+def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path):
     params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
 
-    real_training = search_module.run_training
-
     def restarted_meanwhile(trainer, *args, **kwargs):
-        search_module.fail_stale_trials(open_study(params, layout), retries=2)  # a new search
-        return real_training(trainer, *args, **kwargs)
+        storage = search_module.make_storage(search_section(params), layout)  # a new search's
+        study = search_module.study_in(storage, search_section(params))
+        search_module.fail_stale_trials(study, storage, retries=2)
+        return run_training(trainer, *args, **kwargs)
 
-    monkeypatch.setattr(search_module, "run_training", restarted_meanwhile)
     with pytest.raises(search_module.SearchError, match="trial 0 was marked failed by another"):
-        search_module.run_worker(params, layout, worker=1)
+        search_module.run_worker(params, layout, worker=1, train=restarted_meanwhile)
     trial, copy = open_study(params, layout).get_trials()
     assert trial.state == TrialState.FAIL and trial.intermediate_values == {}
     assert copy.state == TrialState.WAITING and copy.params == trial.params
 
 
-def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, monkeypatch, capsys):
+def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, capsys):
     """Stopping a study must not cost the stopped trial's place in n_trials, nor its sample:
     the resumed search runs a copy with the same values first, then samples the rest."""
     params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
-    real_training = search_module.run_training
 
-    def ctrl_c(trainer, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(search_module, "run_training", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
+        search_module.run_worker(params, layout, train=ctrl_c)
     (stopped,) = open_study(params, layout).get_trials()
     assert stopped.state == TrialState.FAIL and stopped.user_attrs["interrupted"] is True
 
-    monkeypatch.setattr(search_module, "run_training", real_training)
     summary = search(params, layout)
     out = capsys.readouterr().out
     assert "trials [0] were stopped by a Ctrl-C: queued again" in out
@@ -619,23 +608,18 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, m
     assert len(open_study(params, layout).get_trials()) == 4
 
 
-def test_a_retry_that_fails_on_its_own_is_not_queued_again(tmp_path, monkeypatch):
+def test_a_retry_that_fails_on_its_own_is_not_queued_again(tmp_path):
     """The copy inherits its original's `interrupted` attribute: only a Ctrl-C of the copy
     itself may mark it so, or a copy whose loss went NaN would be run again."""
     params, layout = parse_params(with_search(n_trials=1, pruner="none")), Layout(tmp_path)
 
-    def ctrl_c(trainer, *args, **kwargs):
-        raise KeyboardInterrupt
-
     def diverge(trainer, *args, **kwargs):
         raise NonFiniteError("the loss is nan")
 
-    monkeypatch.setattr(search_module, "run_training", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
+        search_module.run_worker(params, layout, train=ctrl_c)
     assert search_module.requeue_stopped(open_study(params, layout), retries=2) == [0]
-    monkeypatch.setattr(search_module, "run_training", diverge)
-    search_module.run_worker(params, layout)
+    search_module.run_worker(params, layout, train=diverge)
     _, copy = open_study(params, layout).get_trials()
     assert copy.state == TrialState.FAIL and copy.user_attrs["interrupted"] is False
     assert search_module.requeue_stopped(open_study(params, layout), retries=2) == []
@@ -656,7 +640,6 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     (whole,) = open_study(params, Layout(tmp_path / "whole")).get_trials()
 
     layout = Layout(tmp_path / "stopped")
-    real_training = search_module.run_training
     calls = itertools.count()
     trained: list[int] = []  # the iterations each call of run_training trained
 
@@ -668,22 +651,20 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
             if stopping and trainer.iteration == 3:
                 raise KeyboardInterrupt
 
-        return real_training(trainer, chunk, then_stop)
+        return run_training(trainer, chunk, then_stop)
 
     def counted(trainer, *args):
         start = trainer.iteration
-        reached = real_training(trainer, *args)
+        reached = run_training(trainer, *args)
         trained.append(trainer.iteration - start)
         return reached
 
-    monkeypatch.setattr(search_module, "run_training", stop_after_3)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
+        search_module.run_worker(params, layout, train=stop_after_3)
     checkpoints = search_module.trial_checkpoints(layout, search_section(params))
     assert checkpoints == tmp_path / "stopped" / "outputs" / "search-tiny" / "trials"
     assert (checkpoints / "0.pt").exists()
-    monkeypatch.setattr(search_module, "run_training", counted)
-    search(params, layout)
+    search(params, layout, train=counted)
 
     out = capsys.readouterr().out
     assert "trial 1: goes on from trial 0's checkpoint at 384 env steps" in out
@@ -730,7 +711,6 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     monkeypatch.setattr(search_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)
     data = with_search(n_trials=1, pruner="none")
     params, layout = parse_params(data), Layout(tmp_path)
-    real_training = search_module.run_training
 
     def stop_after_2(trainer, chunk, after_chunk):
         def then_stop(trainer):
@@ -738,12 +718,10 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
             if trainer.iteration == 2:
                 raise KeyboardInterrupt
 
-        return real_training(trainer, chunk, then_stop)
+        return run_training(trainer, chunk, then_stop)
 
-    monkeypatch.setattr(search_module, "run_training", stop_after_2)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
-    monkeypatch.setattr(search_module, "run_training", real_training)
+        search_module.run_worker(params, layout, train=stop_after_2)
     data["trainer"] = {**TINY["trainer"], "eval_episodes": 3}  # edited meanwhile
     search(parse_params(data), layout)
 
@@ -754,16 +732,12 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     assert list(search_module.trial_checkpoints(layout, search_section(params)).iterdir()) == []
 
 
-def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path, monkeypatch, capsys):
+def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path):
     params = parse_params(with_search(n_trials=1, pruner="none", retries=0))
     layout = Layout(tmp_path)
 
-    def ctrl_c(trainer, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(search_module, "run_training", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout)
+        search_module.run_worker(params, layout, train=ctrl_c)
     assert search_module.requeue_stopped(open_study(params, layout), retries=0) == []
     assert [t.state for t in open_study(params, layout).get_trials()] == [TrialState.FAIL]
 
@@ -848,7 +822,7 @@ def test_a_final_evaluation_inside_the_last_reported_interval_is_not_reported_tw
     assert sorted(trial.intermediate_values) == [1, 2]
 
 
-def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path, monkeypatch):
+def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path):
     """With `search.tasks` every trial trains on each task (env.name replaced) and its value
     is the mean of the tasks' normalised final returns."""
     tasks = [
@@ -857,16 +831,14 @@ def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path, monkeypa
     ]
     data = with_search(n_trials=2, pruner="none", tasks=tasks)
     params, layout = parse_params(data), Layout(tmp_path)
-    real_run = search_module.run_training
     finals: list[tuple[str, float]] = []  # (env, final return) of each training, in order
 
     def recorded(trainer, *args, **kwargs):
-        reached = real_run(trainer, *args, **kwargs)
+        reached = run_training(trainer, *args, **kwargs)
         finals.append((trainer.cfg.env.name, trainer.last_eval["eval/episode_return"]))
         return reached
 
-    monkeypatch.setattr(search_module, "run_training", recorded)
-    search(params, layout)
+    search(params, layout, train=recorded)
 
     assert [env for env, _ in finals] == ["cartpole", "pendulum"] * 2
     trials = open_study(params, layout).trials
