@@ -14,12 +14,19 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-import pipelines.search.study as search_module
+import pipelines.search.objective as objective_module
+import pipelines.search.trial_checkpoints as checkpoint_module
 from pipelines.compare.aggregate import machine_line
 from pipelines.layout import Layout
 from pipelines.params import ParamsError, parse_params
+from pipelines.search.errors import SearchError
+from pipelines.search.recovery import fail_stale_trials, queue_again, requeue_stopped
 from pipelines.search.space import checked_search, search_section
-from pipelines.search.study import open_study, search
+from pipelines.search.stage import search
+from pipelines.search.storage import journal_path, make_storage
+from pipelines.search.study import open_study, study_in, worker_seed
+from pipelines.search.trial_checkpoints import drop_stale_checkpoints, trial_checkpoints
+from pipelines.search.worker import run_worker
 from pipelines.stages.train import run_training
 from rlcore.errors import NonFiniteError
 from rlcore.runtime import provenance
@@ -104,7 +111,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys):
 def test_a_study_on_several_kinds_of_machine_says_so(tmp_path, monkeypatch):
     params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
     machines = iter(["AMD EPYC (torch kernels AVX2)", "Intel Xeon (torch kernels AVX512)"])
-    monkeypatch.setattr(search_module, "machine_line", lambda provenance: next(machines))
+    monkeypatch.setattr(objective_module, "machine_line", lambda provenance: next(machines))
     search(params, layout)
     assert [r["machine"] for r in read_trials(layout)] == [
         "AMD EPYC (torch kernels AVX2)", "Intel Xeon (torch kernels AVX512)"
@@ -391,8 +398,6 @@ def test_a_journal_path_that_names_no_file_is_one_line(path):
 
 
 def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
-    from pipelines.search.study import SearchError, journal_path
-
     project, outside = tmp_path / "project", tmp_path / "shared" / "tiny.log"
     data = with_search(storage="../shared/tiny.log")
     with pytest.raises(SearchError, match=r"outside the repository .*allow_outside_repo"):
@@ -405,17 +410,17 @@ def test_a_journal_path_outside_the_repository_needs_saying_so(tmp_path):
 
 def test_an_unusable_storage_url_is_one_clear_error(tmp_path):
     params = parse_params(with_search(storage="nosuchdb://user@host/db"))
-    with pytest.raises(search_module.SearchError, match=r"SQLAlchemy knows no database 'nosu"):
+    with pytest.raises(SearchError, match=r"SQLAlchemy knows no database 'nosu"):
         search(params, Layout(tmp_path))
 
 
 def test_worker_seeds_are_distinct_reproducible_and_the_studys_own_for_worker_0():
-    seeds = [search_module.worker_seed(7, w) for w in range(4)]
+    seeds = [worker_seed(7, w) for w in range(4)]
     assert seeds[0] == 7 and len(set(seeds)) == 4
-    assert seeds == [search_module.worker_seed(7, w) for w in range(4)]
-    resumed = [search_module.worker_seed(7, w, finished=5) for w in range(4)]
+    assert seeds == [worker_seed(7, w) for w in range(4)]
+    resumed = [worker_seed(7, w, finished=5) for w in range(4)]
     assert len(set(seeds + resumed)) == 8
-    assert resumed == [search_module.worker_seed(7, w, finished=5) for w in range(4)]
+    assert resumed == [worker_seed(7, w, finished=5) for w in range(4)]
 
 
 def test_a_resumed_study_does_not_redraw_its_first_sessions_trials(tmp_path):
@@ -430,7 +435,7 @@ def test_a_resumed_study_does_not_redraw_its_first_sessions_trials(tmp_path):
         return run_training(trainer, *args, **kwargs)
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=ctrl_c_on_the_second)
+        run_worker(params, layout, train=ctrl_c_on_the_second)
     params = parse_params(with_search(n_trials=4, pruner="none", retries=0))  # samples 2
     search(params, layout)
     first, stopped, *later = open_study(params, layout).get_trials()
@@ -566,13 +571,13 @@ def test_a_worker_whose_trial_is_failed_underneath_stops_with_one_line(tmp_path)
     params, layout = parse_params(with_search(n_trials=2, pruner="none")), Layout(tmp_path)
 
     def restarted_meanwhile(trainer, *args, **kwargs):
-        storage = search_module.make_storage(search_section(params), layout)  # a new search's
-        study = search_module.study_in(storage, search_section(params))
-        search_module.fail_stale_trials(study, storage, retries=2)
+        storage = make_storage(search_section(params), layout)  # a new search's
+        study = study_in(storage, search_section(params))
+        fail_stale_trials(study, storage, retries=2)
         return run_training(trainer, *args, **kwargs)
 
-    with pytest.raises(search_module.SearchError, match="trial 0 was marked failed by another"):
-        search_module.run_worker(params, layout, worker=1, train=restarted_meanwhile)
+    with pytest.raises(SearchError, match="trial 0 was marked failed by another"):
+        run_worker(params, layout, worker=1, train=restarted_meanwhile)
     trial, copy = open_study(params, layout).get_trials()
     assert trial.state == TrialState.FAIL and trial.intermediate_values == {}
     assert copy.state == TrialState.WAITING and copy.params == trial.params
@@ -584,7 +589,7 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, c
     params, layout = parse_params(with_search(n_trials=3, pruner="none")), Layout(tmp_path)
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=ctrl_c)
+        run_worker(params, layout, train=ctrl_c)
     (stopped,) = open_study(params, layout).get_trials()
     assert stopped.state == TrialState.FAIL and stopped.user_attrs["interrupted"] is True
 
@@ -617,12 +622,12 @@ def test_a_retry_that_fails_on_its_own_is_not_queued_again(tmp_path):
         raise NonFiniteError("the loss is nan")
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=ctrl_c)
-    assert search_module.requeue_stopped(open_study(params, layout), retries=2) == [0]
-    search_module.run_worker(params, layout, train=diverge)
+        run_worker(params, layout, train=ctrl_c)
+    assert requeue_stopped(open_study(params, layout), retries=2) == [0]
+    run_worker(params, layout, train=diverge)
     _, copy = open_study(params, layout).get_trials()
     assert copy.state == TrialState.FAIL and copy.user_attrs["interrupted"] is False
-    assert search_module.requeue_stopped(open_study(params, layout), retries=2) == []
+    assert requeue_stopped(open_study(params, layout), retries=2) == []
 
 
 @pytest.mark.parametrize("seeds, stop_in_seed", [(1, 0), (2, 1)])
@@ -632,7 +637,7 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
     """A retry of a trial a Ctrl-C stopped trains only what was left, from the stopped
     trial's last checkpoint (in its second seed: the first seed's result kept): its
     evaluations and value equal an unstopped trial's."""
-    monkeypatch.setattr(search_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)  # at each evaluation
+    monkeypatch.setattr(checkpoint_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)  # at each evaluation
     data = with_search(n_trials=1, pruner="none", seeds_per_trial=seeds)
     data["trainer"] = {**TINY["trainer"], "total_env_steps": 8 * 16 * 6}  # 6 evaluations
     params = parse_params(data)
@@ -660,8 +665,8 @@ def test_a_stopped_trial_goes_on_from_its_checkpoint_bit_identically(
         return reached
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=stop_after_3)
-    checkpoints = search_module.trial_checkpoints(layout, search_section(params))
+        run_worker(params, layout, train=stop_after_3)
+    checkpoints = trial_checkpoints(layout, search_section(params))
     assert checkpoints == tmp_path / "stopped" / "outputs" / "search-tiny" / "trials"
     assert (checkpoints / "0.pt").exists()
     search(params, layout, train=counted)
@@ -693,14 +698,14 @@ def test_checkpoints_no_retry_will_go_on_from_are_deleted_when_a_search_starts(t
     ended, stopped, running = study.ask(), study.ask(), study.ask()
     study.tell(ended, 1.0)
     study.tell(stopped, state=TrialState.FAIL)
-    search_module._queue_again(study, study.get_trials()[stopped.number], retries=2)
-    checkpoints = search_module.trial_checkpoints(layout, search_section(params))
+    queue_again(study, study.get_trials()[stopped.number], retries=2)
+    checkpoints = trial_checkpoints(layout, search_section(params))
     checkpoints.mkdir(parents=True)
     for trial in (ended, stopped, running):
         (checkpoints / f"{trial.number}.pt").write_bytes(b"state")
     (checkpoints / "notes.pt").write_bytes(b"not ours")
 
-    assert search_module.drop_stale_checkpoints(study, checkpoints) == [ended.number]
+    assert drop_stale_checkpoints(study, checkpoints) == [ended.number]
     left = sorted(p.name for p in checkpoints.iterdir())
     assert left == sorted([f"{stopped.number}.pt", f"{running.number}.pt", "notes.pt"])
 
@@ -708,7 +713,7 @@ def test_checkpoints_no_retry_will_go_on_from_are_deleted_when_a_search_starts(t
 def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(search_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)
+    monkeypatch.setattr(checkpoint_module, "TRIAL_CHECKPOINT_EVERY_S", 0.0)
     data = with_search(n_trials=1, pruner="none")
     params, layout = parse_params(data), Layout(tmp_path)
 
@@ -721,7 +726,7 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
         return run_training(trainer, chunk, then_stop)
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=stop_after_2)
+        run_worker(params, layout, train=stop_after_2)
     data["trainer"] = {**TINY["trainer"], "eval_episodes": 3}  # edited meanwhile
     search(parse_params(data), layout)
 
@@ -729,7 +734,7 @@ def test_a_retry_starts_over_when_the_params_changed_since_its_checkpoint(
     assert "trial 1 starts over: " in out and "written by another configuration" in out
     _, copy = open_study(params, layout).get_trials()
     assert copy.state == TrialState.COMPLETE and len(copy.intermediate_values) == 4
-    assert list(search_module.trial_checkpoints(layout, search_section(params)).iterdir()) == []
+    assert list(trial_checkpoints(layout, search_section(params)).iterdir()) == []
 
 
 def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path):
@@ -737,8 +742,8 @@ def test_a_trial_stopped_more_than_retries_times_is_not_queued_again(tmp_path):
     layout = Layout(tmp_path)
 
     with pytest.raises(KeyboardInterrupt):
-        search_module.run_worker(params, layout, train=ctrl_c)
-    assert search_module.requeue_stopped(open_study(params, layout), retries=0) == []
+        run_worker(params, layout, train=ctrl_c)
+    assert requeue_stopped(open_study(params, layout), retries=0) == []
     assert [t.state for t in open_study(params, layout).get_trials()] == [TrialState.FAIL]
 
 

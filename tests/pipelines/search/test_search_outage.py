@@ -26,7 +26,8 @@ from pipelines.layout import Layout
 from pipelines.params import parse_params
 from pipelines.search import database
 from pipelines.search.database import CREATION, OutageTolerantStorage, database_storage
-from pipelines.search.study import open_study, retry_of
+from pipelines.search.study import open_study
+from pipelines.search.trials import retry_of
 
 pytest.importorskip("pgserver", reason="the dev extra installs pgserver (PostgreSQL)")
 pytest.importorskip("psycopg", reason="the dev extra installs psycopg")

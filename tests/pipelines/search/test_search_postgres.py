@@ -25,7 +25,8 @@ from optuna.trial import TrialState
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.search.study import WORKER, open_study
+from pipelines.search.study import open_study
+from pipelines.search.trials import WORKER
 
 pytest.importorskip("pgserver", reason="the dev extra installs pgserver (PostgreSQL)")
 pytest.importorskip("psycopg", reason="the dev extra installs psycopg")
