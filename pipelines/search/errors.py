@@ -7,7 +7,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from pipelines.search.database import DatabaseUnreachable, database_gone
+from pipelines.search.outage import DatabaseUnreachable, database_gone
 from pipelines.stages.lifeline import SEARCH_PID_ENV
 
 

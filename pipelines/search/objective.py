@@ -28,8 +28,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from pipelines.compare.aggregate import machine_line
 from pipelines.params import Params, apply_values
-from pipelines.search.database import DatabaseUnreachable
 from pipelines.search.errors import SearchError
+from pipelines.search.outage import DatabaseUnreachable
 from pipelines.search.sampling import sample
 from pipelines.search.space import SearchParams, SearchTask, search_section
 from pipelines.search.storage import trial_id

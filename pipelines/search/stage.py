@@ -8,7 +8,7 @@ then writes the study's reports (`reports`) and `metrics/search.json`. The study
 only the trials it lacks.
 
 A database that stops answering (a restart, a failover) is waited for, up to
-`search.db_outage_s`, by every process of the search (`pipelines.search.database`): trials
+`search.db_outage_s`, by every process of the search (`pipelines.search.outage`): trials
 go on when it is back. After that long the search stops in one line (its workers quietly,
 the search for them), and a new search resumes the study.
 """
