@@ -31,8 +31,9 @@ from benchmarks.suite import Job, load_result, normalised, read_json
 from pipelines.files import write_json as write_result
 from pipelines.layout import Layout
 from pipelines.params import apply_values, load_params
+from pipelines.search.sampling import trial_values
 from pipelines.search.space import search_section
-from pipelines.search.study import make_storage, trial_values
+from pipelines.search.storage import make_storage
 from rlcore.trainer import Trainer
 
 

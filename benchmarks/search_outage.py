@@ -39,8 +39,9 @@ from optuna.trial import TrialState
 from benchmarks.common import base_parser, setup, write_json
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.search.database import CREATION
-from pipelines.search.study import open_study, retry_of
+from pipelines.search.outage import CREATION
+from pipelines.search.study import open_study
+from pipelines.search.trials import retry_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pipelines"))
 from postgres_server import postgres_server

@@ -6,7 +6,7 @@ Run from the repository root, e.g.
     .venv/bin/python -m benchmarks.search_study --workers 2 --fresh-seed 1000
 
 In a fresh temporary directory (its own journal, so nothing of the project's study is
-touched), `pipelines.search.study.search` runs the study of `--params` with `--workers` processes:
+touched), `pipelines.search.stage.search` runs the study of `--params` with `--workers` processes:
 reported are its wall time, trials by state and the share pruned early (targets: <= 300 s
 and >= 30% pruned for the default 16-trial TPE + median-pruner study). Then the best
 trial's values and the params' own values are each trained once more on `--fresh-seed` (a
@@ -27,8 +27,10 @@ from typing import Any
 from benchmarks.common import base_parser, print_table, setup, verdict, write_json
 from pipelines.layout import Layout
 from pipelines.params import Params, apply_values, load_params
+from pipelines.search.sampling import trial_values
 from pipelines.search.space import search_section
-from pipelines.search.study import open_study, search, trial_values
+from pipelines.search.stage import search
+from pipelines.search.study import open_study
 from pipelines.stages.train import run_training
 from rlcore.trainer import Trainer
 

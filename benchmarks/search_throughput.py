@@ -9,7 +9,7 @@ server):
 
 Starts a local PostgreSQL server (the `pgserver` wheel's binaries) unless `--storage` names
 one. For each worker count W, a fresh study of `--params`'s search section (the default
-study) runs through `pipelines.search.study.search` with `--workers W` on that database: W
+study) runs through `pipelines.search.stage.search` with `--workers W` on that database: W
 processes, one torch thread each (`runtime.threads: 1`). Every worker count runs the same
 `--trials` trials: values drawn once from the space (a seeded random sampler) and
 enqueued (`search.enqueue`), so the work is identical and only the parallelism differs;
@@ -38,7 +38,9 @@ import yaml
 from benchmarks.common import base_parser, print_table, setup, write_json
 from pipelines.layout import Layout
 from pipelines.params import load_params, parse_params, plain_data
-from pipelines.search.study import open_study, sample, search
+from pipelines.search.sampling import sample
+from pipelines.search.stage import search
+from pipelines.search.study import open_study
 
 TARGET_SPEEDUP_3 = 2.5
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def _search_errors() -> tuple[type[Exception], ...]:
     from pipelines.files import OutputError
-    from pipelines.search.study import SearchError
+    from pipelines.search.errors import SearchError
     from rlcore.errors import CompileUnavailableError, ConfigError, MissingExtraError
 
     return (SearchError, CompileUnavailableError, ConfigError, MissingExtraError, OutputError)
@@ -36,7 +36,8 @@ def search_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     def run(params: Params) -> None:
-        from pipelines.search.study import run_worker, search
+        from pipelines.search.stage import search
+        from pipelines.search.worker import run_worker
         from pipelines.stages.lifeline import die_with_parent
 
         set_render_env()  # trials build envs (and its workers inherit the environment)

@@ -8,7 +8,8 @@ import yaml
 from benchmarks.family_check import main
 from pipelines.layout import Layout
 from pipelines.params import load_params
-from pipelines.search.study import open_study, search
+from pipelines.search.stage import search
+from pipelines.search.study import open_study
 
 STUDY = {
     "preset": "none",

@@ -1,4 +1,4 @@
-"""The search through an outage of its PostgreSQL server (`pipelines.search.database`).
+"""The search through an outage of its PostgreSQL server (`pipelines.search.outage`).
 
 A real server (`postgres_server.py`) is stopped and started again on the same port while
 a 3-process search runs: the search waits for it and completes its study, no trial lost or
@@ -24,9 +24,11 @@ from sqlalchemy.exc import OperationalError
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.search import database
-from pipelines.search.database import CREATION, OutageTolerantStorage, database_storage
-from pipelines.search.study import open_study, retry_of
+from pipelines.search import outage
+from pipelines.search.database import database_storage
+from pipelines.search.outage import CREATION, OutageTolerantStorage
+from pipelines.search.study import open_study
+from pipelines.search.trials import retry_of
 
 pytest.importorskip("pgserver", reason="the dev extra installs pgserver (PostgreSQL)")
 pytest.importorskip("psycopg", reason="the dev extra installs psycopg")
@@ -219,16 +221,16 @@ def test_a_creation_committed_before_its_connection_was_lost_is_not_repeated(
     storage, monkeypatch, request
 ):
     study = optuna.create_study(storage=storage, study_name=request.node.name)
-    real = database._create_scoped_session
+    real = outage._create_scoped_session
 
     @contextlib.contextmanager
     def commit_then_lose(scoped_session, *args):
         with real(scoped_session, *args) as session:
             yield session
-        monkeypatch.setattr(database, "_create_scoped_session", real)
+        monkeypatch.setattr(outage, "_create_scoped_session", real)
         raise lost_connection()
 
-    monkeypatch.setattr(database, "_create_scoped_session", commit_then_lose)
+    monkeypatch.setattr(outage, "_create_scoped_session", commit_then_lose)
     trial = study.ask()
     assert [t.number for t in study.get_trials()] == [trial.number] == [0]
     assert storage.said[0].startswith("[search] lost the database at postgresql+psycopg://rl:***@")
@@ -339,7 +341,7 @@ def test_a_trial_whose_result_cannot_be_told_stays_running_for_its_retry(server,
             study.optimize(objective, n_trials=1)
     finally:
         server.start()
-    gone = database.database_gone(raised.value)
+    gone = outage.database_gone(raised.value)
     assert gone is not None and "has been unreachable for 1 s" in str(gone)
     (left,) = study.get_trials()
     assert left.state == TrialState.RUNNING and left.value is None

@@ -4,7 +4,7 @@ The server is PostgreSQL itself (the `pgserver` wheel's binaries, `postgres_serv
 over TCP with a password. "Other machines" are separate processes in separate directories,
 each with its own params.yaml, as two clones on two machines would be.
 
-`KILL_TEST_RUNS=20 python -m pytest tests/pipelines/search/test_search_postgres.py -k killed`
+`KILL_TEST_RUNS=20 python -m pytest tests/pipelines/search/test_database.py -k killed`
 repeats the kill-a-worker test (the suite runs it once).
 """
 
@@ -25,7 +25,8 @@ from optuna.trial import TrialState
 
 from pipelines.layout import Layout
 from pipelines.params import parse_params
-from pipelines.search.study import WORKER, open_study
+from pipelines.search.study import open_study
+from pipelines.search.trials import WORKER
 
 pytest.importorskip("pgserver", reason="the dev extra installs pgserver (PostgreSQL)")
 pytest.importorskip("psycopg", reason="the dev extra installs psycopg")
