@@ -10,12 +10,12 @@ import yaml
 from pipelines.__main__ import main
 from pipelines.import_config import (
     ConfigImportError,
-    _check_reads_back,
     every_iters,
     import_config,
     import_config_main,
     render,
 )
+from pipelines.import_config.write import _check_reads_back
 from pipelines.params import load_params
 
 DATA = Path(__file__).parent / "data"

@@ -1,142 +1,33 @@
-"""`python -m pipelines import-config train_config.json`: an EmbodiChain config as params.yaml.
-
-EmbodiChain configures a run with one JSON file, `{trainer, env, policy, algorithm: {name,
-cfg}}`, its env id in an `env` section or in the file that `trainer.gym_config` names. Every
-key of that file ends up in one of two lists, printed and written as the output's header:
-imported (with the conversion where units or meanings differ) or not imported (with why).
-Algorithm keys the file leaves out take EmbodiChain's defaults, as they did there; every
-other value is this project's default. The result is validated by
-`pipelines.params.parse_params` and written whole (every section, as DVC's stages track them).
-
-A config is often a colleague's, so it is data and nothing else: only values that map to
-our keys reach the output, each type-checked (a string or boolean is never a number); keys
-that are not imported are listed by name, never with their values; the gym config is read
-only from within the config's own directory tree; the text written is read back and
-validated before it replaces `-o`, which must be a new or a regular file.
-
-Exit codes: 0 written; 2 a bad input, one `error: <file>: <key>: <what to do>` line each.
+"""Mapping an EmbodiChain config onto params.yaml: each key imported (with its conversion)
+or listed as not imported (with why), and the result validated as params.yaml is.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import re
-import stat
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pipelines.bounded import BoundedInputError, load_json, load_yaml, read_text
-from pipelines.files import write_text
+from pipelines.import_config.read import (
+    ConfigImportError,
+    Imported,
+    _json_file,
+    _printable,
+    _show,
+    _typed,
+)
+from pipelines.import_config.tables import (
+    _EXPAND,
+    _SCENE,
+    ENV_IDS,
+    POLICIES,
+    RENAMES,
+    THEIR_DEFAULTS,
+    WHY,
+)
 from pipelines.params import ParamsError, parse_params
 from rlcore.config import ACTIVATION_NAMES, ENV_NAMES, EnvConfig, TrainerConfig
-
-ENV_IDS = {"PushCubeRL": "push_cube"}  # EmbodiChain env id -> our builtin env
-POLICIES = {"ppo": "actor_critic", "grpo": "actor_only"}  # EmbodiChain's policy per algorithm
-# EmbodiChain's PPOCfg and GRPOCfg: what a key the file leaves out was there.
-THEIR_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ppo": {"learning_rate": 3e-4, "n_epochs": 10, "batch_size": 64, "gamma": 0.99,
-            "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01, "vf_coef": 0.5,
-            "max_grad_norm": 0.5},
-    "grpo": {"learning_rate": 3e-4, "n_epochs": 10, "batch_size": 64, "gamma": 0.99,
-             "clip_coef": 0.2, "ent_coef": 0.0, "kl_coef": 0.02, "group_size": 4, "eps": 1e-8,
-             "reset_every_rollout": True, "max_grad_norm": 0.5, "truncate_at_first_done": True},
-}  # fmt: skip
-# Their key -> ours, same meaning and units (batch_size, vf_coef and truncate_at_first_done
-# are converted in `_algorithm`).
-_COMMON = {"learning_rate": "lr", "n_epochs": "num_epochs", "clip_coef": "clip_eps"}
-RENAMES: dict[str, dict[str, str]] = {
-    "ppo": {**_COMMON, **{k: k for k in ("gamma", "gae_lambda", "ent_coef", "max_grad_norm")}},
-    "grpo": {
-        **_COMMON,
-        **{k: k for k in ("gamma", "ent_coef", "kl_coef", "group_size", "eps", "max_grad_norm")},
-        "reset_every_rollout": "reset_every_rollout",
-    },
-}
-
-_WANDB = "Weights & Biases logging; metrics go to metrics/ (DVC) and the report"
-_SCENE = "the simulated scene of EmbodiChain's task; push_cube is a builtin planar task"
-WHY: dict[str, str] = {  # why a key has no equivalent (otherwise: "no equivalent here")
-    "trainer.headless": "the simulator's viewer window; builtin envs have none",
-    "trainer.enable_rt": "the simulator's ray-traced rendering",
-    "trainer.gpu_id": "the simulator's GPU; here the one device is env.device",
-    "trainer.use_wandb": _WANDB,
-    "trainer.wandb_project_name": _WANDB,
-    "trainer.events": "EmbodiChain event functors (a camera recording evaluation); "
-    "the `video` stage records evaluation episodes (params `video`)",
-    "policy.action_dim": "the action size comes from the env's action space here",
-    "algorithm.cfg.device": "the device is env.device (from trainer.device)",
-    "actions": "action-manager terms of the simulated robot; push_cube's action is a "
-    "2-D pusher velocity in [-1, 1]",
-    "extensions": "task parameters of EmbodiChain's PushCubeRL; push_cube's are fixed "
-    "(success within 5 cm of the goal, 100-step episodes)",
-}
-_EXPAND = ("trainer", "env", "env.cfg", "cfg", "policy", "algorithm", "algorithm.cfg")
-
-
-class ConfigImportError(ValueError):
-    """The file cannot be imported; each of `lines` is `key: what to do`."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__("\n".join(lines))
-
-
-@dataclass(frozen=True)
-class Imported:
-    """A validated params.yaml mapping, what went into it and what was left out."""
-
-    data: dict[str, Any]
-    imported: list[str]
-    dropped: list[str]
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value)
-    if len(text) <= 50 or not isinstance(value, dict | list):
-        return text
-    return "{...}" if isinstance(value, dict) else "[...]"
-
-
-def _printable(text: str) -> str:
-    """`text` on one line: newlines and other control characters escaped (a key `a\\nb`
-    would otherwise end a header comment and write YAML of the file's choosing)."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
-
-
-def _typed(where: str, value: Any, like: Any) -> Any:
-    """`value` if it has the JSON type of `like` (an integer may stand for a float)."""
-    if isinstance(like, bool):
-        ok, kind = isinstance(value, bool), "true or false"
-    elif isinstance(like, int):
-        ok, kind = type(value) is int, "an integer"
-    elif isinstance(like, float):
-        ok, kind = type(value) in (int, float), "a number"
-    else:
-        ok, kind = isinstance(value, str), "a string"
-    if not ok:
-        raise ConfigImportError([f"{where}: must be {kind}, got {_show(value)}"])
-    return value
-
-
-def _json_file(path: Path) -> Any:
-    """The JSON value of `path`, read within `pipelines.bounded`'s limits."""
-    try:
-        return load_json(read_text(path))
-    except OSError as exc:
-        raise ConfigImportError(
-            [f"cannot be read ({exc.strerror or exc}); check the path"]
-        ) from None
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise ConfigImportError([f"{where}: malformed JSON ({exc.msg})"]) from None
-    except BoundedInputError as exc:
-        raise ConfigImportError([str(exc)]) from None
 
 
 def _leftovers(node: dict[str, Any], used: set[str], prefix: str = "") -> list[str]:
@@ -477,109 +368,3 @@ def import_config(path: Path, env: str | None = None) -> Imported:
     data["algorithm"] = {"name": params.algorithm.name, section: data["algorithm"][section]}
     listed = [_printable(line) for line in importer.imported]
     return Imported(data, listed, [_printable(line) for line in importer.dropped])
-
-
-def render(imported: Imported, source: Path) -> str:
-    """The params.yaml text: a header (source, imported, not imported), then every section."""
-    lines = [
-        f"# Imported from {_printable(str(source))} (an EmbodiChain training config) by",
-        "# `python -m pipelines import-config`; every value not listed below is what",
-        "# `preset: auto` gives this env and algorithm. Validated by pipelines/params.py.",
-        "#",
-        "# Imported (ours <- theirs):",
-        *(f"#   {line}" for line in imported.imported),
-        "#",
-        f"# Not imported ({len(imported.dropped)}, no equivalent here):",
-        *(f"#   {line}" for line in imported.dropped),
-    ]
-    body = yaml.dump(imported.data, Dumper=_Dumper, sort_keys=False, width=100)
-    # A blank line before each top-level section, as in the hand-written params.yaml.
-    body = re.sub(r"\n(?=\S)", "\n\n", body)
-    return "\n".join(lines) + "\n\n" + body
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block mappings, flow lists (`hidden_sizes: [256, 256]`)."""
-
-
-_Dumper.add_representer(
-    list, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, True)
-)
-
-
-_NOT_REGULAR = [
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-]
-
-
-def _output_problem(path: Path, force: bool) -> str | None:
-    """Why `-o` cannot be written: only a new file or, with --force, a regular file is
-    replaced; a device, FIFO, directory or symlink never is (replacing is a rename)."""
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"cannot be written ({exc.strerror or exc})"
-    if stat.S_ISLNK(mode):
-        return "is a symbolic link; name the file itself (a link is never followed)"
-    kind = next((name for test, name in _NOT_REGULAR if test(mode)), None)
-    if kind is not None:
-        return f"is {kind}, not a regular file; name a params.yaml to write"
-    return None if force else "already exists; pass --force to overwrite it"
-
-
-def _check_reads_back(text: str, imported: Imported) -> None:
-    """The text to write loads as params.yaml does, to exactly what was validated."""
-    try:
-        data = load_yaml(text)
-        parse_params(data)
-    except (BoundedInputError, yaml.YAMLError, ParamsError):
-        data = None
-    if data != imported.data:
-        raise ConfigImportError(
-            ["the params.yaml it gives would not read back as validated; nothing was written"]
-        )
-
-
-def import_config_main(argv: list[str]) -> int:
-    """`import-config`: write params.yaml from an EmbodiChain JSON; 0 written, 2 bad input."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines import-config",
-        description="Turn an EmbodiChain training config (JSON) into a params.yaml.",
-    )
-    parser.add_argument("config", type=Path, help="EmbodiChain's train_config.json")
-    parser.add_argument("-o", "--output", type=Path, default=Path("params.yaml"))
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output")
-    parser.add_argument(
-        "--env", help="an EmbodiChain env id (PushCubeRL) or ours, when the file's is unreadable"
-    )
-    args = parser.parse_args(argv)
-    problem = _output_problem(args.output, args.force)
-    if problem is not None:
-        print(f"error: {_printable(str(args.output))}: {problem}", file=sys.stderr)
-        return 2
-    try:
-        imported = import_config(args.config, args.env)
-        text = render(imported, args.config)
-        _check_reads_back(text, imported)
-    except ConfigImportError as exc:
-        for line in exc.lines:
-            print(f"error: {_printable(str(args.config))}: {_printable(line)}", file=sys.stderr)
-        return 2
-    try:
-        write_text(args.output, text)
-    except OSError as exc:
-        print(f"error: {args.output}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
-        return 2
-    algorithm, env = imported.data["algorithm"]["name"], imported.data["env"]["name"]
-    print(f"wrote {args.output}: {algorithm} on {env}, from {args.config}")
-    print("imported (ours <- theirs):")
-    print("\n".join(f"  {line}" for line in imported.imported))
-    print(f"not imported ({len(imported.dropped)}, no equivalent here):")
-    print("\n".join(f"  {line}" for line in imported.dropped))
-    return 0

@@ -1,20 +1,14 @@
-"""`params.yaml`: the whole experiment, read and validated once, before any compute.
-
-The sections wrap rlcore's own config dataclasses (which check their ranges in
-`__post_init__`), so the library and the pipeline validate with the same rules. Every error
-names its location, e.g. `algorithm.ppo.clip_eps: must be > 0, got -1.0`.
+"""The `Params` model: the experiment's sections, each a pydantic model wrapping rlcore's own
+config dataclasses (which check their ranges in `__post_init__`), and the stages' own.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -26,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines.bounded import BoundedInputError, load_yaml, read_text
+from pipelines.params.errors import describe_errors
 from rlcore.algos.registry import (
     UnknownAlgorithmError,
     algorithm_names,
@@ -40,19 +34,7 @@ from rlcore.config import (
     ReplayConfig,
     TrainerConfig,
 )
-from rlcore.presets import AUTO, PresetChoice, algorithm_settings, choose_preset
-
-DEFAULT_PATH = Path("params.yaml")
-# The sections a preset fills (the experiment itself; the stages' own sections have no preset).
-PRESET_SECTIONS = ("env", "policy", "algorithm", "trainer", "replay")
-
-
-class ParamsError(ValueError):
-    """`params.yaml` is missing, malformed or invalid; `lines` says where and why."""
-
-    def __init__(self, path: Path, lines: list[str]) -> None:
-        self.path, self.lines = path, lines
-        super().__init__("\n".join(f"{path}: {line}" for line in lines))
+from rlcore.presets import AUTO
 
 
 class _Section(BaseModel):
@@ -313,242 +295,3 @@ class Params(_Section):
             algo=self.algorithm.config,
             replay=self.replay,
         )
-
-
-# rlcore's dataclasses raise "section.field must be ...": lift the field into the location.
-_LIBRARY_MESSAGE = re.compile(r"^(?:Value error, )?(\w+)\.(\w+) (.*)$", re.DOTALL)
-
-
-def describe_errors(error: ValidationError, prefix: list[str] | None = None) -> list[str]:
-    """One `location: message` line per problem (`prefix`: where the model sits)."""
-    lines = []
-    for item in error.errors():
-        loc = [*(prefix or []), *(str(part) for part in item["loc"])]
-        message = item["msg"]
-        match = _LIBRARY_MESSAGE.match(message)
-        if match and (not loc or match.group(1) == loc[-1]):
-            loc = loc or [match.group(1)]
-            loc.append(match.group(2))
-            message = match.group(3)
-        elif message.startswith("Value error, "):
-            message = message.removeprefix("Value error, ")
-        if item["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            message = "unknown key (check the spelling against docs/params-reference.yaml)"
-        lines.append(f"{'.'.join(loc) or '<top level>'}: {message}")
-    return lines
-
-
-def parse_params(data: object, path: Path = DEFAULT_PATH) -> Params:
-    """Validate an already-loaded mapping. Its `search` section is left as data: only the
-    search reads it (`pipelines.search.space.checked_search`), so a space written for another
-    algorithm (`algorithm.ppo.lr` after `-S algorithm.name=sac`) never stops training."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ParamsError(path, [f"<top level>: must be a mapping, got {type(data).__name__}"])
-    errors = _old_layout_errors(data)
-    if not errors:
-        data, errors = with_preset(data)
-    if errors:
-        raise ParamsError(path, errors)
-    algorithm, algorithm_errors = _parse_algorithm(data.get("algorithm"))
-    errors += algorithm_errors
-    skip = {"algorithm", *algorithm_names()}
-    rest = {key: value for key, value in data.items() if key not in skip}
-    try:
-        params = Params.model_validate(rest)
-    except ValidationError as exc:
-        errors += describe_errors(exc)
-    if errors:
-        raise ParamsError(path, errors)
-    if algorithm is not None:
-        params = params.model_copy(update={"algorithm": algorithm})
-    errors = strict_number_errors(data, params.model_dump(), [])
-    if errors:
-        raise ParamsError(path, errors)
-    try:  # rules that span sections, e.g. grpo.group_size must divide env.num_envs
-        params.experiment()
-    except ValueError as exc:
-        raise ParamsError(path, [_cross_section_line(exc)]) from None
-    return params
-
-
-def algorithm_name(data: dict[str, Any]) -> str:
-    """The algorithm a params mapping names (`ppo` where it names none, or not as a string:
-    `_parse_algorithm` reports that)."""
-    algorithm = data.get("algorithm")
-    name = algorithm.get("name", "ppo") if isinstance(algorithm, dict) else "ppo"
-    return name if isinstance(name, str) else "ppo"
-
-
-def preset_choice(data: dict[str, Any]) -> PresetChoice:
-    """The preset a params mapping selects (`preset`, its env and algorithm names); raises
-    ValueError for an unknown preset name."""
-    preset = data.get("preset", AUTO)
-    if not isinstance(preset, str):
-        raise ValueError(f"must be a preset name, auto or none, got {preset!r}")
-    env = data.get("env")
-    env_name = env.get("name") if isinstance(env, dict) else None
-    if not isinstance(env_name, str):
-        env_name = EnvConfig().name  # the library's default env (a named preset has its own)
-    name = algorithm_name(data)
-    try:
-        algorithm_spec(name)
-    except UnknownAlgorithmError:
-        return PresetChoice("no preset")  # `_parse_algorithm` reports the name
-    return choose_preset(preset, env_name, name)
-
-
-def with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """`data` laid over its preset's values, key by key (see `Params.preset`); or the error.
-
-    A mapping in the file merges into the preset's mapping; any other value (null included)
-    replaces it. An `env.name` other than the preset's drops the preset's `env.options`.
-    """
-    try:
-        choice = preset_choice(data)
-    except ValueError as exc:
-        return data, [f"preset: {exc}"]
-    if choice.config is None:
-        return data, []
-    base = preset_layer(choice, algorithm_name(data))
-    env = data.get("env")
-    if isinstance(env, dict) and "name" in env and env["name"] != base["env"].get("name"):
-        base["env"].pop("options", None)
-    merged = dict(data)
-    for section in PRESET_SECTIONS:
-        given = data.get(section)
-        merged[section] = _merge(base[section], {} if given is None else given)
-    return merged, []
-
-
-def preset_layer(choice: PresetChoice, algorithm: str) -> dict[str, Any]:
-    """A preset's experiment as params.yaml sections for `algorithm` (a generic one without
-    its env's name, options and stop targets). An algorithm that takes another's presets
-    gets the algorithm settings its config shares with the preset's by name."""
-    cfg = choice.config
-    assert cfg is not None
-    settings = algorithm_settings(cfg, algorithm)
-    layer = {
-        "env": asdict(cfg.env),
-        "policy": asdict(cfg.policy),
-        "algorithm": {"name": algorithm, section_name(algorithm): settings},
-        "trainer": asdict(cfg.trainer),
-        "replay": asdict(cfg.replay),
-    }
-    del layer["trainer"]["seed"]
-    if choice.generic:
-        for key in ("name", "options"):
-            del layer["env"][key]
-        layer["trainer"]["stop_at_eval_return"] = None
-        layer["trainer"]["stop_at_eval_success"] = None
-    return plain_data(layer)
-
-
-def plain_data(value: Any) -> Any:
-    """Nested data with tuples as lists, as YAML gives them."""
-    if isinstance(value, dict):
-        return {k: plain_data(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain_data(v) for v in value]
-    return value
-
-
-def _merge(base: Any, given: Any) -> Any:
-    if isinstance(base, dict) and isinstance(given, dict):
-        return {**base, **{k: _merge(base.get(k), v) for k, v in given.items()}}
-    return given
-
-
-def strict_number_errors(raw: Any, validated: Any, loc: list[str]) -> list[str]:
-    """What lax validation let through: a boolean taken for a number (`num_envs: true` would
-    train 1 env), and numbers that are not finite (`.inf`, `.nan`, `1e999`) anywhere.
-
-    Walks the file's values beside the validated ones; numeric strings stay accepted
-    (PyYAML reads `3e-4` as a string).
-    """
-    where = ".".join(loc) or "<top level>"
-    if isinstance(raw, dict) and isinstance(validated, dict):
-        return [
-            error
-            for key, value in raw.items()
-            if key in validated
-            for error in strict_number_errors(value, validated[key], [*loc, str(key)])
-        ]
-    if isinstance(raw, list | tuple) and isinstance(validated, list | tuple):
-        return [
-            error
-            for i, (value, checked) in enumerate(zip(raw, validated, strict=False))
-            for error in strict_number_errors(value, checked, [*loc, str(i)])
-        ]
-    if isinstance(raw, bool) and isinstance(validated, int | float) and validated is not raw:
-        return [f"{where}: must be a number, got {str(raw).lower()} (a boolean)"]
-    if isinstance(validated, float) and not math.isfinite(validated):
-        return [f"{where}: must be a finite number, got {raw!r}"]
-    return []
-
-
-def _old_layout_errors(data: dict[str, Any]) -> list[str]:
-    """A registered algorithm's settings at the top level: say where they live now."""
-    return [
-        f"{name}: algorithm settings live under `algorithm.{name}`; write "
-        f"`algorithm: {{name: {name}, {name}: {{...}}}}`"
-        for name in algorithm_names()
-        if name in data
-    ]
-
-
-def _cross_section_line(exc: ValueError) -> str:
-    match = _LIBRARY_MESSAGE.match(str(exc))
-    if match is None:
-        return str(exc)
-    section, field, message = match.groups()
-    if section in ("env", "policy", "trainer", "replay"):
-        return f"{section}.{field}: {message}"
-    return f"algorithm.{section}.{field}: {message}"
-
-
-def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `a.b.c` in a nested mapping, creating the intermediate mappings."""
-    *parents, leaf = dotted.split(".")
-    for key in parents:
-        if data.get(key) is None:  # absent, or an algorithm section left out (null)
-            data[key] = {}
-        data = data[key]
-    data[leaf] = value
-
-
-def apply_values(params: Params, values: dict[str, Any]) -> Params:
-    """`params` with dotted-path `values` applied, validated exactly like params.yaml."""
-    data = params.model_dump(mode="json")
-    del data["trainer"]["seed"]  # the seeds are the top-level `seeds`
-    for dotted, value in values.items():
-        set_path(data, dotted, value)
-    return parse_params(data)
-
-
-def load_params(path: str | Path = DEFAULT_PATH) -> Params:
-    """Read and validate `params.yaml`; any problem raises `ParamsError`."""
-    path = Path(path)
-    try:
-        text = read_text(path)
-    except OSError as exc:
-        raise ParamsError(path, [f"cannot be read ({exc.strerror or exc})"]) from None
-    except BoundedInputError as exc:
-        raise ParamsError(path, [str(exc)]) from None
-    if not text.strip() or all(
-        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
-    ):
-        raise ParamsError(
-            path, ["is empty: it must hold the experiment (start from the project's params.yaml)"]
-        )
-    try:
-        data = load_yaml(text)  # no aliases, bounded depth: a shared file cannot exhaust memory
-    except BoundedInputError as exc:
-        raise ParamsError(path, [str(exc)]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ParamsError(path, [f"{where}malformed YAML ({problem})"]) from None
-    return parse_params(data, path)
