@@ -24,7 +24,7 @@ def render(imported: Imported, source: Path) -> str:
     lines = [
         f"# Imported from {_printable(str(source))} (an EmbodiChain training config) by",
         "# `python -m pipelines import-config`; every value not listed below is what",
-        "# `preset: auto` gives this env and algorithm. Validated by pipelines/params.py.",
+        "# `preset: auto` gives this env and algorithm. Validated by pipelines/params/.",
         "#",
         "# Imported (ours <- theirs):",
         *(f"#   {line}" for line in imported.imported),
