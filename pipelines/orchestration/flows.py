@@ -23,229 +23,82 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import argparse
 import json
-import logging
-import re
-import subprocess
 import sys
-from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-from prefect import Task, flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import State, TaskRun
 
-from pipelines.bounded import BoundedInputError, load_json, read_text
-from pipelines.compare.regression import Verdict, fresh_seeds, judge, nightly_name, verdict_markdown
+from pipelines.compare.regression import Verdict, fresh_seeds, judge, nightly_name
 from pipelines.layout import Layout
-from pipelines.orchestration.portable_markdown import portable
+from pipelines.orchestration.artifacts import (
+    COMPARE_REPORT,
+    REPORT,
+    SEARCH_SUMMARY,
+    RunOutputError,
+    artifact_key,
+    publish_metrics,
+    publish_report,
+    publish_verdict,
+    read_metrics,
+)
+from pipelines.orchestration.dvc_tasks import (
+    LOCK_ERRORS,
+    NO_REMOTE,
+    PERMANENT_OS_ERRORS,
+    TAIL_LINES,
+    DvcLockError,
+    StageError,
+    default_remote,
+    is_transient,
+    retry_on_io,
+    run_dvc,
+    stage_metrics,
+)
 from pipelines.params import Params, load_params
-from pipelines.stages.lifeline import kill_with_parent
+
+# The tasks and artifacts moved to their own modules; their names stay importable from here.
+__all__ = [
+    "COMPARE_REPORT",
+    "LOCK_ERRORS",
+    "NO_REMOTE",
+    "PERMANENT_OS_ERRORS",
+    "PROJECT_DIR_ENV",
+    "REPORT",
+    "SEARCH_DVCFILE",
+    "SEARCH_SUMMARY",
+    "STAGES",
+    "TAIL_LINES",
+    "DvcLockError",
+    "RegressionError",
+    "RunOutputError",
+    "StageError",
+    "artifact_key",
+    "checked_params",
+    "compare_flow",
+    "compare_runs",
+    "default_remote",
+    "exp_run_args",
+    "experiment_flow",
+    "flow_main",
+    "is_transient",
+    "judge_nightly",
+    "publish_metrics",
+    "publish_report",
+    "publish_verdict",
+    "read_metrics",
+    "regression_flow",
+    "retry_on_io",
+    "run_dvc",
+    "search_flow",
+    "select_stages",
+    "stage_metrics",
+]
 
 STAGES = ("train", "evaluate", "video", "report")
-REPORT = Layout().report  # relative to the project dir
-SEARCH_SUMMARY = Layout().search_reports / "summary.md"
-COMPARE_REPORT = Layout().compare_report
 SEARCH_DVCFILE = "search/dvc.yaml"  # outside dvc.yaml: a plain `dvc repro` never searches
-TAIL_LINES = 20
-# DVC's own error lines when another DVC process holds the repo lock or a stage's rwlock.
-LOCK_ERRORS = ("Unable to acquire lock", "is busy, it is being blocked by")
-# OSErrors that a retry cannot fix: the path is wrong, not the disk or the network.
-PERMANENT_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
-
-
-class StageError(RuntimeError):
-    """A stage failed because of its code, params or data: a retry would fail the same way."""
-
-
-class DvcLockError(RuntimeError):
-    """Another DVC process held a lock DVC needed: worth a retry (repro skips finished stages)."""
-
-
-class RunOutputError(RuntimeError):
-    """A file the stages should have written is missing or not in the expected shape."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether `exc` is I/O that may succeed on a second try (never a stage's own failure)."""
-    if isinstance(exc, PERMANENT_OS_ERRORS):
-        return False
-    return isinstance(exc, DvcLockError | OSError | httpx.TransportError)
-
-
-def retry_on_io(task: Task[..., Any], task_run: TaskRun, state: State) -> bool:
-    """Prefect `retry_condition_fn`: retry transient I/O only.
-
-    Prefect calls it only if it is a plain function (`inspect.isfunction`); a partial or a
-    callable object silently disables the retries.
-    """
-    try:
-        state.result()
-    except Exception as exc:
-        return is_transient(exc)
-    return False
-
-
-def _dvc_env() -> dict[str, str]:
-    """The environment of DVC and the stages it runs.
-
-    The venv's `bin` goes first so `python` in `dvc.yaml` is this interpreter even when the venv
-    is not activated (a served flow); unbuffered so stage lines stream as they are printed.
-    """
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-# DVC warnings that a nightly `dvc exp run --temp` on fresh seeds always prints and that
-# need no action: the new seeds' outputs have no versions yet to check out, and DVC's own
-# .gitignore files beside them stay out of the experiment commit.
-EXPECTED_DVC_WARNINGS = (
-    "WARNING: No file hash info found for",
-    "WARNING: The following untracked files were present in the experiment directory",
-)
-
-
-def _level(line: str) -> int:
-    """Keep DVC's own error and warning lines visible as such in the run log."""
-    if line.startswith("ERROR:"):
-        return logging.ERROR
-    if line.startswith(EXPECTED_DVC_WARNINGS):
-        return logging.INFO
-    return logging.WARNING if line.startswith("WARNING:") else logging.INFO
-
-
-def _failure(label: str, code: int, tail: deque[str]) -> Exception:
-    """The exception for a failed DVC command; its type decides whether Prefect retries."""
-    lines = "\n  ".join(tail)
-    if any(line.startswith("ERROR:") and any(m in line for m in LOCK_ERRORS) for line in tail):
-        return DvcLockError(f"{label}: DVC could not take its lock (exit code {code}):\n  {lines}")
-    return StageError(f"{label} failed with exit code {code}; last lines:\n  {lines}")
-
-
-# DVC itself waits 3 s for its lock; then a quick retry for a short `dvc` command, and two
-# longer ones for a concurrent `dvc repro` to finish.
-@task(
-    task_run_name="{label}",
-    retries=3,
-    retry_delay_seconds=[2, 15, 60],
-    retry_condition_fn=retry_on_io,
-    cache_policy=NO_CACHE,  # DVC decides what is stale; no second cache on top
-)
-def run_dvc(project_dir: str, args: list[str], label: str) -> None:
-    """Run `dvc ARGS` in the project, streaming its output into the run log line by line."""
-    logger = get_run_logger()
-    logger.info("$ dvc %s  (in %s)", " ".join(args), project_dir)
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    with subprocess.Popen(
-        [sys.executable, "-m", "dvc", *args],
-        cwd=project_dir,
-        env=_dvc_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        preexec_fn=kill_with_parent,  # a killed flow leaves no `dvc repro` (nor its stages)
-    ) as process:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            if line := raw.rstrip():
-                tail.append(line)
-                logger.log(_level(line), "%s", line)
-    if process.returncode:
-        raise _failure(label, process.returncode, tail)
-
-
-def _numbers(path: Path) -> dict[str, float]:
-    """One metrics file: a JSON object of numbers (nested objects, as DVCLive writes them,
-    flattened to `a/b` names)."""
-    try:
-        data = load_json(read_text(path))  # DVC may restore it from a shared remote: bounded
-    except json.JSONDecodeError as exc:
-        raise RunOutputError(f"{path}: not valid JSON ({exc})") from None
-    except BoundedInputError as exc:
-        raise RunOutputError(f"{path}: {exc}") from None
-    flat = _flatten(data) if isinstance(data, dict) else None
-    if flat is None:
-        raise RunOutputError(f"{path}: expected a JSON object of numbers")
-    return flat
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, float] | None:
-    flat: dict[str, float] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            inner = _flatten(value, f"{prefix}{key}/")
-            if inner is None:
-                return None
-            flat |= inner
-        elif _is_number(value):
-            flat[f"{prefix}{key}"] = value
-        else:
-            return None
-    return flat
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def stage_metrics(project_dir: str, stages: list[str], dvcfile: str = "dvc.yaml") -> list[str]:
-    """The JSON metrics files `dvcfile` declares for `stages` (each seed's, for a matrix
-    stage), relative to the project: what those stages of this experiment wrote. Declared
-    means DVC `metrics:`, or outputs annotated `type: metrics` (per-seed numbers, which
-    dvc.yaml keeps out of `dvc exp show`'s columns)."""
-    from dvc.repo import Repo
-
-    with Repo(project_dir) as repo:
-        declared = repo.stage.collect(str(Path(repo.root_dir, dvcfile)))
-        return sorted(
-            str(Path(out.fs_path).relative_to(repo.root_dir))
-            for stage in declared
-            if stage.name.split("@")[0] in stages
-            for out in stage.outs
-            if (out.metric or out.annot.type == "metrics") and out.fs_path.endswith(".json")
-        )
-
-
-@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def read_metrics(project_dir: str, files: list[str]) -> dict[str, dict[str, float]]:
-    """Read the metrics files of this run's stages (`stage_metrics`), keyed by file."""
-    if not files:
-        raise RunOutputError(f"the stages run in {project_dir} declare no JSON metrics")
-    missing = [file for file in files if not Path(project_dir, file).is_file()]
-    if missing:
-        raise RunOutputError(f"{', '.join(missing)} missing: the stages that write them did not")
-    return {file: _numbers(Path(project_dir, file)) for file in files}
-
-
-@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def publish_metrics(metrics: dict[str, dict[str, float]], key: str) -> None:
-    """Publish the metrics as a table artifact, one row per metric."""
-    rows = [
-        {"file": file, "name": name, "value": value}
-        for file, values in metrics.items()
-        for name, value in values.items()
-    ]
-    create_table_artifact(rows, key=key, description="the metrics files of this run's stages")
-
-
-@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def publish_report(project_dir: str, key: str, report: Path = REPORT) -> None:
-    """Publish a Markdown report; its images inlined and its links made absolute paths,
-    since Prefect's UI cannot follow paths relative to the report."""
-    path = (Path(project_dir) / report).resolve()
-    if not path.is_file():
-        raise RunOutputError(f"{path} is missing: the stage that writes it did not")
-    text = portable(path.read_text(), path.parent)
-    create_markdown_artifact(text, key=key, description=f"{report} of this run")
-
-
-def artifact_key(*parts: str) -> str:
-    """An artifact key from free text (Prefect allows lowercase letters, digits and dashes)."""
-    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
 
 
 def select_stages(stages: list[str] | None) -> list[str]:
@@ -339,22 +192,6 @@ def experiment_flow(
     }
 
 
-NO_REMOTE = (
-    "--push: this project has no default DVC remote: add one with `dvc remote add -d NAME "
-    "URL` (a directory for one machine, any DVC remote for many) and commit .dvc/config"
-)
-
-
-def default_remote(root: Path) -> str | None:
-    """The project's default DVC remote (`dvc remote default`), or None if it has none."""
-    done = subprocess.run(
-        [sys.executable, "-m", "dvc", "remote", "default"],
-        cwd=root, env=_dvc_env(), capture_output=True, text=True,
-    )  # fmt: skip
-    name = done.stdout.strip()
-    return name if done.returncode == 0 and name else None
-
-
 class RegressionError(RuntimeError):
     """The nightly run fell outside the baseline's seed band, or could not be judged."""
 
@@ -367,14 +204,6 @@ def judge_nightly(project_dir: str, nightly: str) -> Verdict:
 
     baseline, run = compare(Path(project_dir), ["HEAD", nightly]).runs
     return judge(baseline, run)
-
-
-@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, cache_policy=NO_CACHE)
-def publish_verdict(verdict: Verdict, compare_page: str, key: str) -> None:
-    """Publish the verdict as a Markdown artifact whose first line is the verdict."""
-    create_markdown_artifact(
-        verdict_markdown(verdict, compare_page), key=key, description=verdict.headline()
-    )
 
 
 @flow(name="nightly")

@@ -8,12 +8,13 @@ from collections.abc import Callable
 import torch
 
 from rlcore.config import GYMNASIUM_PREFIX, MUJOCO_PREFIX, EnvConfig
-from rlcore.envs.base import BatchedEnv, StepSlot, TorchEnv
+from rlcore.envs.base import BatchedEnv, StepSlot
 from rlcore.envs.cartpole import CartPole
 from rlcore.envs.frame_stack import FrameStack
 from rlcore.envs.pendulum import Pendulum
 from rlcore.envs.push_cube import PushCube
 from rlcore.envs.push_cube_pixels import PushCubePixels
+from rlcore.envs.torch_env import TorchEnv
 from rlcore.errors import ConfigError
 
 ENVS: dict[str, Callable[..., BatchedEnv]] = {

@@ -8,8 +8,9 @@ import gymnasium.spaces as spaces
 import numpy as np
 import torch
 
-from rlcore.envs.base import ColumnStateEnv, StepSlot
+from rlcore.envs.base import StepSlot
 from rlcore.envs.render import Canvas
+from rlcore.envs.torch_env import ColumnStateEnv
 
 GRAVITY = 10.0
 MASS = 1.0

@@ -14,6 +14,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+import rlcore.dataset_format
+import rlcore.dataset_writing
 import rlcore.datasets
 from rlcore.datasets import (
     DatasetError,
@@ -219,7 +221,7 @@ def test_a_failed_write_leaves_the_previous_dataset_and_no_temporary(data, monke
     def full(path, payload):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(rlcore.datasets, "_write_file", full)
+    monkeypatch.setattr(rlcore.dataset_writing, "_write_file", full)
     before = snapshot(data)
     with pytest.raises(DatasetError) as err:
         save_dataset(data, buffer_of(4), source={})
@@ -295,12 +297,14 @@ def camera_data(tmp_path):
 def opened(monkeypatch):
     """Every path the dataset module opens for reading."""
     paths = []
-    real = rlcore.datasets._open_regular
+    real = rlcore.dataset_format._open_regular
 
     def spy(path):
         paths.append(Path(path).name)
         return real(path)
 
+    # meta.json is opened by the format module, the columns by the loading one
+    monkeypatch.setattr(rlcore.dataset_format, "_open_regular", spy)
     monkeypatch.setattr(rlcore.datasets, "_open_regular", spy)
     return paths
 

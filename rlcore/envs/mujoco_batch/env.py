@@ -24,11 +24,12 @@ import mujoco
 import numpy as np
 import torch
 
-from rlcore.envs.base import StepSlot, TorchEnv
+from rlcore.envs.base import StepSlot
 from rlcore.envs.mujoco_batch.engine import Engine, make_engine, with_contact_forces
 from rlcore.envs.mujoco_batch.ops import NumpyOps
 from rlcore.envs.mujoco_batch.tasks import TASKS, Task, gymnasium_asset
 from rlcore.envs.mujoco_gl import renderer_unavailable_errors, rendering_unavailable
+from rlcore.envs.torch_env import TorchEnv
 from rlcore.errors import ConfigError
 from rlcore.observations import FLAT_KEY
 

@@ -221,12 +221,14 @@ def test_a_failing_stage_fails_the_flow_after_one_attempt(
 def test_dvc_lines_keep_their_level_except_the_expected_warnings():
     import logging
 
-    assert flows._level("ERROR: failed to reproduce 'train@0'") == logging.ERROR
-    assert flows._level("WARNING: Your workspace has uncommitted changes") == logging.WARNING
-    assert flows._level("WARNING: No file hash info found for 'x'. It won't be created.") == (
+    from pipelines.orchestration.dvc_tasks import _level
+
+    assert _level("ERROR: failed to reproduce 'train@0'") == logging.ERROR
+    assert _level("WARNING: Your workspace has uncommitted changes") == logging.WARNING
+    assert _level("WARNING: No file hash info found for 'x'. It won't be created.") == (
         logging.INFO
     )
-    assert flows._level("Running stage 'train@0':") == logging.INFO
+    assert _level("Running stage 'train@0':") == logging.INFO
 
 
 def test_only_io_errors_are_retried():

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from rlcore.envs.base import StepSlot, TorchEnv
+from rlcore.envs.base import StepSlot
+from rlcore.envs.torch_env import TorchEnv
 
 EPISODE, STEP, START = 0, 1, 2  # the image's channels
 
