@@ -24,9 +24,10 @@ from rlcore.checkpoint import (
     to_cpu,
 )
 from rlcore.collector import SyncCollector
-from rlcore.config import ExperimentConfig
+from rlcore.config import EnvConfig, ExperimentConfig
 from rlcore.distributed import Distributed
 from rlcore.envs import make_env
+from rlcore.envs.base import BatchedEnv
 from rlcore.errors import ConfigError
 from rlcore.evaluate import evaluate
 from rlcore.pending import PendingIteration, read_pending
@@ -52,6 +53,20 @@ class TrainResult:
     wall_s: float
     eval_metrics: dict[str, float]
     reached_target: bool
+
+
+def _refuse_mismatches(cfg: ExperimentConfig, off_policy: bool, world_size: int) -> None:
+    """Refuse what the algorithm cannot train, before any env is built."""
+    if cfg.replay.offline is not None and not off_policy:
+        raise ConfigError(
+            f"replay.offline feeds off-policy algorithms (sac); {cfg.algorithm!r} learns "
+            "from its own rollouts only: remove replay.offline or use sac"
+        )
+    if off_policy and world_size > 1:
+        raise ConfigError(
+            f"algorithm.name {cfg.algorithm!r} is off-policy and trains in one process: "
+            f"set runtime.processes to 1 (got {world_size})"
+        )
 
 
 class Trainer:
@@ -98,28 +113,11 @@ class Trainer:
         self.dist = dist = dist or Distributed()
         tc = cfg.trainer
         algorithm = algorithm_spec(cfg.algorithm).load()
-        if cfg.replay.offline is not None and not algorithm.off_policy:
-            raise ConfigError(
-                f"replay.offline feeds off-policy algorithms (sac); {cfg.algorithm!r} learns "
-                "from its own rollouts only: remove replay.offline or use sac"
-            )
-        if algorithm.off_policy and dist.world_size > 1:
-            raise ConfigError(
-                f"algorithm.name {cfg.algorithm!r} is off-policy and trains in one process: "
-                f"set runtime.processes to 1 (got {dist.world_size})"
-            )
+        _refuse_mismatches(cfg, algorithm.off_policy, dist.world_size)
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
         if compile_loss:  # before building envs, which may take long (simulators, processes)
             check_compile_available(torch.device(env_cfg.device))
-        self.env = make_env(env_cfg, grouped=algorithm.same_step_reset)
-        if tc.stop_at_eval_success is not None and not self.env.has_success:
-            self.env.close()
-            raise ConfigError(
-                f"trainer.stop_at_eval_success: {cfg.env.name!r} reports no success, so "
-                f"{tc.stop_at_eval_success:g} could never be reached: set it to null (or use "
-                "trainer.stop_at_eval_return)"
-            )
-        self.eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if dist.is_main else None
+        self.env, self.eval_env = self._make_envs(env_cfg, algorithm.same_step_reset)
         device = self.env.device
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
@@ -159,6 +157,20 @@ class Trainer:
         self.iteration = 0
         self.collector.reset(seed=dist.seed(tc.seed))
         self.last_eval: dict[str, float] = {}
+
+    def _make_envs(self, env_cfg: EnvConfig, grouped: bool) -> tuple[BatchedEnv, BatchedEnv | None]:
+        """The training envs, and the evaluation envs on rank 0 (none elsewhere)."""
+        tc = self.cfg.trainer
+        env = make_env(env_cfg, grouped=grouped)
+        if tc.stop_at_eval_success is not None and not env.has_success:
+            env.close()
+            raise ConfigError(
+                f"trainer.stop_at_eval_success: {self.cfg.env.name!r} reports no success, so "
+                f"{tc.stop_at_eval_success:g} could never be reached: set it to null (or use "
+                "trainer.stop_at_eval_return)"
+            )
+        eval_env = make_env(env_cfg, num_envs=tc.eval_episodes) if self.dist.is_main else None
+        return env, eval_env
 
     @property
     def steps_per_iter(self) -> int:

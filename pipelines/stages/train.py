@@ -219,6 +219,49 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
             return _train(params, trainer, curve, layout)
 
 
+def _train_metrics(
+    trainer: Trainer, curve: Curve, best: BestPolicy, reached: bool
+) -> dict[str, float]:
+    """What `train.json` holds: the budget spent, the speed, the last and best evaluation."""
+    wall_s = curve.wall_s
+    last = curve.rows[-1] if curve.rows else {}
+    metrics = {
+        "env_steps": trainer.env_steps,
+        "iterations": trainer.iteration,
+        "processes": trainer.dist.world_size,
+        "wall_s": round(wall_s, 3),
+        "train_sps": round(trainer.env_steps / max(wall_s, 1e-9), 1),
+        "reached_target": int(reached),
+        "eval_return": last.get("eval_return", float("nan")),
+    }
+    if "eval_success_rate" in last:
+        metrics["eval_success_rate"] = last["eval_success_rate"]
+    if best.state is not None:  # what best.pt scored, and when
+        metrics["best_eval_return"] = best.state["eval"]["eval/episode_return"]
+        metrics["best_env_steps"] = best.state["env_steps"]
+    return metrics
+
+
+def _announce(params: Params, trainer: Trainer, curve: Curve, seed: int) -> None:
+    """Say what is about to train, and start the progress line (rank 0)."""
+    cfg, processes = trainer.cfg, trainer.dist.world_size
+    per = f" per process x {processes} processes" if processes > 1 else ""
+    print(
+        f"[train] {params.name} seed {seed}: {cfg.env.name}, {cfg.env.num_envs} envs "
+        f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations = "
+        f"{curve.total_env_steps:,d} env steps (ready in {startup_seconds():.1f} s)",
+        flush=True,
+    )
+    stop = StopTarget(cfg.trainer.stop_at()) if cfg.trainer.stop_at() else None
+    curve.progress = Progress(
+        "train", curve.total_env_steps, "steps", initial=trainer.steps_done, stop=stop
+    )
+    for row in curve.rows:  # a resumed run's evaluations so far
+        curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
+    if params.runtime.compile:
+        print("[train] runtime.compile: the first update compiles its steps", flush=True)
+
+
 def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:
     cfg, main = trainer.cfg, trainer.dist.is_main
     curve.total_env_steps = trainer.total_iters * trainer.steps_per_iter
@@ -237,22 +280,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
     telemetry = _telemetry(params, layout, resumed_at, trainer.steps_per_iter) if main else None
     trainer.sink = fan_out(curve, best, *([telemetry] if telemetry is not None else []))
     if main:
-        processes = trainer.dist.world_size
-        per = f" per process x {processes} processes" if processes > 1 else ""
-        print(
-            f"[train] {params.name} seed {layout.seed}: {cfg.env.name}, {cfg.env.num_envs} envs "
-            f"x {cfg.trainer.num_steps} steps{per}, {trainer.total_iters} iterations = "
-            f"{curve.total_env_steps:,d} env steps (ready in {startup_seconds():.1f} s)",
-            flush=True,
-        )
-        stop = StopTarget(cfg.trainer.stop_at()) if cfg.trainer.stop_at() else None
-        curve.progress = Progress(
-            "train", curve.total_env_steps, "steps", initial=trainer.steps_done, stop=stop
-        )
-        for row in curve.rows:  # a resumed run's evaluations so far
-            curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
-        if params.runtime.compile:
-            print("[train] runtime.compile: the first update compiles its steps", flush=True)
+        _announce(params, trainer, curve, layout.seed)
 
     def save_progress(trainer: Trainer) -> None:
         progress = {**curve.state(), "best": best.progress()}
@@ -266,21 +294,7 @@ def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> di
         if curve.progress is not None:
             curve.progress.close()
     wall_s = curve.wall_s
-    last = curve.rows[-1] if curve.rows else {}
-    metrics = {
-        "env_steps": trainer.env_steps,
-        "iterations": trainer.iteration,
-        "processes": trainer.dist.world_size,
-        "wall_s": round(wall_s, 3),
-        "train_sps": round(trainer.env_steps / max(wall_s, 1e-9), 1),
-        "reached_target": int(reached),
-        "eval_return": last.get("eval_return", float("nan")),
-    }
-    if "eval_success_rate" in last:
-        metrics["eval_success_rate"] = last["eval_success_rate"]
-    if best.state is not None:  # what best.pt scored, and when
-        metrics["best_eval_return"] = best.state["eval"]["eval/episode_return"]
-        metrics["best_env_steps"] = best.state["env_steps"]
+    metrics = _train_metrics(trainer, curve, best, reached)
     if outputs is not None:  # rank 0: the checkpoint, curve and metrics, all or none
         with outputs:
             trainer.save(outputs.path(layout.final_checkpoint))
