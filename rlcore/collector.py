@@ -172,6 +172,45 @@ class _PolicyViews:
         )
 
 
+def _check_parts(
+    env: BatchedEnv, policy: Actor, rollout: TensorDict, groups: GroupEpisodes | None
+) -> None:
+    """Refuse a policy, rollout or grouping that does not fit the env, naming the mismatch."""
+    policy_spec = getattr(policy, "obs_spec", None)
+    if policy_spec is not None and dict(policy_spec) != dict(env.obs_spec):
+        raise ValueError(
+            f"the policy reads observations {describe(policy_spec)}; the env's are "
+            f"{describe(env.obs_spec)}"
+        )
+    if policy.action_dim != env.action_dim:
+        raise ValueError(
+            f"policy action dim {policy.action_dim} does not match env action_dim "
+            f"{env.action_dim} ({env.action_space})"
+        )
+    with_value = VALUE in rollout
+    if with_value != policy.has_critic:
+        raise ValueError(
+            "the rollout must hold `value` exactly when the policy has a critic "
+            f"(rollout: {with_value}, policy: {policy.has_critic})"
+        )
+    if groups is not None and env.has_invalid_steps:
+        raise ValueError(
+            f"grouped episodes need an env that resets instances within the step; "
+            f"{type(env).__name__} has invalid steps (a Gymnasium env resets within the "
+            f"step with vectorization 'sync' or 'async' and autoreset 'same-step')"
+        )
+    masked = groups is not None or env.has_invalid_steps
+    if masked != (MASK in rollout):
+        raise ValueError(
+            "the rollout must hold `mask` exactly when episodes are grouped or the env "
+            f"has invalid steps (rollout: {MASK in rollout}, needed: {masked})"
+        )
+    if groups is not None and env.num_envs % groups.group_size != 0:
+        raise ValueError(
+            f"group_size must divide the number of envs ({env.num_envs}), got {groups.group_size}"
+        )
+
+
 class SyncCollector:
     """Steps `env` with `policy` for T steps per call, writing straight into `rollout`.
 
@@ -192,40 +231,8 @@ class SyncCollector:
         groups: GroupEpisodes | None = None,
         host_checks: bool = True,
     ) -> None:
-        policy_spec = getattr(policy, "obs_spec", None)
-        if policy_spec is not None and dict(policy_spec) != dict(env.obs_spec):
-            raise ValueError(
-                f"the policy reads observations {describe(policy_spec)}; the env's are "
-                f"{describe(env.obs_spec)}"
-            )
-        if policy.action_dim != env.action_dim:
-            raise ValueError(
-                f"policy action dim {policy.action_dim} does not match env action_dim "
-                f"{env.action_dim} ({env.action_space})"
-            )
+        _check_parts(env, policy, rollout, groups)
         self._with_value = VALUE in rollout
-        if self._with_value != policy.has_critic:
-            raise ValueError(
-                "the rollout must hold `value` exactly when the policy has a critic "
-                f"(rollout: {self._with_value}, policy: {policy.has_critic})"
-            )
-        if groups is not None and env.has_invalid_steps:
-            raise ValueError(
-                f"grouped episodes need an env that resets instances within the step; "
-                f"{type(env).__name__} has invalid steps (a Gymnasium env resets within the "
-                f"step with vectorization 'sync' or 'async' and autoreset 'same-step')"
-            )
-        masked = groups is not None or env.has_invalid_steps
-        if masked != (MASK in rollout):
-            raise ValueError(
-                "the rollout must hold `mask` exactly when episodes are grouped or the env "
-                f"has invalid steps (rollout: {MASK in rollout}, needed: {masked})"
-            )
-        if groups is not None and env.num_envs % groups.group_size != 0:
-            raise ValueError(
-                f"group_size must divide the number of envs ({env.num_envs}), "
-                f"got {groups.group_size}"
-            )
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
         self.groups = groups
         self.host_checks = host_checks

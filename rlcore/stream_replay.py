@@ -52,6 +52,7 @@ batch size. Thread safety as in `rlcore.replay`.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import torch
@@ -105,9 +106,7 @@ class StreamReplayBuffer(StreamCheckpoint, StreamSampling):
         max_episode_steps: int | None = None,
         frame_stack: int = 1,
     ) -> None:
-        for name, value in (("capacity", capacity), ("num_envs", num_envs)):
-            if type(value) is not int or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        _check_positive_ints(capacity=capacity, num_envs=num_envs)
         super().__init__(device, generator)
         self.num_envs, self.with_valid, self.spec = num_envs, with_valid, as_spec(obs_spec)
         # Stacked frames: what is stored of each observation, and the rows kept before the
@@ -117,24 +116,10 @@ class StreamReplayBuffer(StreamCheckpoint, StreamSampling):
         self._max_rows = -(-capacity // num_envs)  # transition rows: one pending row more
         self.num_rows = rows = self._max_rows + 1 + self._history
         self.capacity = self._max_rows * num_envs
-
-        def column(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(rows, num_envs, *shape, dtype=dtype, device=self.device)
-
-        fields = {
-            OBS: allocate(self._stored, (rows, num_envs), self.device),
-            ACTION: column(*action_shape, dtype=action_dtype),
-            REWARD: column(),
-            TERMINATED: column(dtype=torch.bool),
-            TRUNCATED: column(dtype=torch.bool),
-        }
-        if with_success:
-            fields[SUCCESS] = column(dtype=torch.bool)
-        fields[FINAL_INDEX] = column(dtype=torch.int32).fill_(-1)
-        if with_valid:
-            fields[VALID] = column(dtype=torch.bool)
-        if frame_stack > 1:
-            fields[AGE] = column(dtype=torch.uint8)
+        fields = _ring_fields(
+            self._stored, (rows, num_envs), action_shape, action_dtype, self.device,
+            with_success=with_success, with_valid=with_valid, with_age=frame_stack > 1,
+        )  # fmt: skip
         self.storage = TensorDict(fields, batch_size=[rows, num_envs], device=self.device)
         self.frames = FrameStacks(self.spec, frame_stack, fields) if frame_stack > 1 else None
         # The columns `add_rollout` writes: observations, and (column, rollout key) of the
@@ -148,8 +133,7 @@ class StreamReplayBuffer(StreamCheckpoint, StreamSampling):
         self._sampled = [(k, c) for k, c in flat.items() if k not in (FINAL_INDEX, VALID, AGE)]
         self._following = [((NEXT_OBS, k[1]), c) for k, c in flat.items() if isinstance(k, tuple)]
         self._final_flat, self._valid_flat = flat[FINAL_INDEX], flat.get(VALID)
-        limit = max_episode_steps or rows
-        slots = 0 if with_valid else num_envs * (-(-rows // limit) + 1)
+        slots = 0 if with_valid else _final_slots(rows, num_envs, max_episode_steps)
         self.finals = allocate(self._stored, (slots,), self.device)
         self.row = 0  # ring row of the pending observation (the next rollout's first)
         self.rows = 0  # transition rows stored, the newest just before `row`
@@ -310,3 +294,50 @@ class StreamReplayBuffer(StreamCheckpoint, StreamSampling):
         np.add.at(self._row_finals, rows, 1)
         self._final_head = (self._final_head + len(envs)) % slots
         self._final_live += len(envs)
+
+
+def _ring_fields(
+    stored: ObsSpec,
+    shape: tuple[int, int],
+    action_shape: tuple[int, ...],
+    action_dtype: torch.dtype,
+    device: torch.device,
+    *,
+    with_success: bool,
+    with_valid: bool,
+    with_age: bool,
+) -> dict[str, Any]:
+    """The ring's columns, each [rows, num_envs, ...]: observations as stored, the
+    transitions' fields, where each row's final observation went, and the optional ones."""
+
+    def column(*feature: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.zeros(*shape, *feature, dtype=dtype, device=device)
+
+    fields: dict[str, Any] = {
+        OBS: allocate(stored, shape, device),
+        ACTION: column(*action_shape, dtype=action_dtype),
+        REWARD: column(),
+        TERMINATED: column(dtype=torch.bool),
+        TRUNCATED: column(dtype=torch.bool),
+    }
+    if with_success:
+        fields[SUCCESS] = column(dtype=torch.bool)
+    fields[FINAL_INDEX] = column(dtype=torch.int32).fill_(-1)
+    if with_valid:
+        fields[VALID] = column(dtype=torch.bool)
+    if with_age:
+        fields[AGE] = column(dtype=torch.uint8)
+    return fields
+
+
+def _final_slots(rows: int, num_envs: int, max_episode_steps: int | None) -> int:
+    """Slots for kept-apart final observations: at most one episode end per env every
+    `max_episode_steps` rows (every row without a limit), and one more per env."""
+    return num_envs * (-(-rows // (max_episode_steps or rows)) + 1)
+
+
+def _check_positive_ints(**values: Any) -> None:
+    """Refuse a size that is not a positive int, by name."""
+    for name, value in values.items():
+        if type(value) is not int or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -71,11 +71,7 @@ class WarpEngine(Engine):
         MuJoCo Warp's `DeterminismType.ALL` (sorted contacts and constraint rows, fixed-order
         reductions); without it, on CUDA, contact order follows atomics, so equal worlds
         (`copy_state`) and reruns agree only to float32 round-off. Costs speed."""
-        device = torch.device(device)
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        if device.type not in ("cuda", "cpu"):
-            raise ValueError(f"WarpEngine runs on cuda or cpu, not {device}")
+        device = _engine_device(device)
         _quiet_warp()
         wp.init()
         self.model = model
@@ -228,3 +224,13 @@ class WarpEngine(Engine):
 
 
 __all__ = ["WarpEngine"]
+
+
+def _engine_device(device: torch.device | str) -> torch.device:
+    """`device` with its CUDA index made explicit (Warp needs one); cpu or cuda only."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"WarpEngine runs on cuda or cpu, not {device}")
+    return device
