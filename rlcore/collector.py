@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
 
 from rlcore.envs.base import BatchedEnv
-from rlcore.episodes import episode_segments, episode_totals
+from rlcore.episodes import EpisodeLists, EpisodeStats, episode_segments, episode_totals
 from rlcore.observations import as_observation, describe
 from rlcore.policies import Actor
 from rlcore.rollout import (
@@ -26,105 +25,6 @@ from rlcore.rollout import (
     num_steps,
     step_slots,
 )
-
-# returns, lengths, successes of the finished episodes
-_Lists = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
-
-
-class EpisodeStats:
-    """Episodes that finished during one rollout.
-
-    `EpisodeStats(returns, lengths, successes)` holds the per-episode lists. A collector's
-    stats hold only their `totals()` (computed on the device, without a host sync) and
-    compute the lists on first access of `returns`, `lengths` or `successes` from the
-    rollout, which the collector's next `collect` overwrites: read them (or call `resolve`)
-    before that, or they raise.
-
-    Shape:
-        returns, lengths: [E] for E finished episodes; successes: [E] bool or None
-    """
-
-    def __init__(
-        self,
-        returns: torch.Tensor,
-        lengths: torch.Tensor,
-        successes: torch.Tensor | None,
-    ) -> None:
-        self._episodes: _Lists | None = (returns, lengths, successes)
-        self._compute: Callable[[], _Lists] | None = None
-        self._totals: torch.Tensor | None = None
-        self.has_successes = successes is not None
-
-    @classmethod
-    def deferred(
-        cls,
-        totals: torch.Tensor,
-        has_successes: bool,
-        compute: Callable[[], _Lists],
-    ) -> EpisodeStats:
-        """Stats whose `totals()` are `totals` and whose lists `compute()` returns when first
-        read (`has_successes`: whether they hold `successes`)."""
-        stats = cls.__new__(cls)
-        stats._episodes, stats._compute, stats._totals = None, compute, totals
-        stats.has_successes = has_successes
-        return stats
-
-    def resolve(self) -> EpisodeStats:
-        """Compute the per-episode lists now, so that they outlive the rollout; returns self."""
-        if self._episodes is None:
-            assert self._compute is not None
-            self._episodes, self._compute = self._compute(), None
-        return self
-
-    @property
-    def returns(self) -> torch.Tensor:
-        """[E] float32 return of each finished episode."""
-        return self._lists()[0]
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        """[E] int64 length of each finished episode."""
-        return self._lists()[1]
-
-    @property
-    def successes(self) -> torch.Tensor | None:
-        """[E] bool, whether each finished episode succeeded (None: the env reports none)."""
-        return self._lists()[2]
-
-    def _lists(self) -> _Lists:
-        episodes = self.resolve()._episodes
-        assert episodes is not None
-        return episodes
-
-    def totals(self) -> torch.Tensor:
-        """[episodes, sum of returns, sum of lengths, successes] as float64 on the lists'
-        device (no host sync): sums, so those of several data-parallel ranks add up. A fresh
-        tensor each call (the caller may reduce it in place)."""
-        if self._totals is not None:
-            return self._totals.clone()
-        returns, lengths, successes = self._lists()
-        zero = returns.new_zeros((), dtype=torch.float64)
-        succeeded = zero if successes is None else successes.double().sum()
-        count = zero + returns.numel()
-        return torch.stack([count, returns.double().sum(), lengths.double().sum(), succeeded])
-
-    def metrics(
-        self, prefix: str = "train", totals: torch.Tensor | None = None
-    ) -> dict[str, float]:
-        """Means over the finished episodes (empty dict if none finished), from `totals`
-        (default: this rollout's own; the trainer passes those summed over ranks). Reads
-        the totals on the host."""
-        count, returns, lengths, successes = (self.totals() if totals is None else totals).tolist()
-        if count == 0:
-            return {}
-        out = {
-            f"{prefix}/episode_return": returns / count,
-            f"{prefix}/episode_length": lengths / count,
-            f"{prefix}/episodes": count,
-        }
-        if self.has_successes:
-            out[f"{prefix}/success_rate"] = successes / count
-        return out
 
 
 @dataclass(frozen=True)
@@ -365,7 +265,7 @@ class SyncCollector:
         collect = self._collects
 
         @torch.inference_mode()
-        def episodes() -> _Lists:
+        def episodes() -> EpisodeLists:
             if self._collects != collect:
                 raise RuntimeError(
                     "the episodes' rollout was refilled by a later collect: read an "

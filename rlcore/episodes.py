@@ -1,4 +1,5 @@
-"""Episode returns and lengths from a whole rollout at once.
+"""Episode returns and lengths from a whole rollout at once, and `EpisodeStats`: the episodes
+that finished in one rollout, as a collector reports them.
 
 Tracking running sums step by step costs a handful of tiny kernels on every env step, each
 paying the warm-up penalty of running right after the policy's matrix multiplies (measured
@@ -12,6 +13,7 @@ an accelerator; `episode_segments` lists every episode (its shapes depend on the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -105,7 +107,7 @@ class Totals(NamedTuple):
 
     Shape (N envs):
         sums: [4] float64: episodes, sum of returns, sum of lengths, successes (0 without
-            `success`), as `rlcore.collector.EpisodeStats.totals` reports them
+            `success`), as `EpisodeStats.totals` reports them
         carry: [2, N] float32, as `Segments.carry`
     """
 
@@ -168,3 +170,103 @@ def episode_totals(
         ]
     )
     return Totals(sums=sums, carry=carry_out)
+
+
+EpisodeLists = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+"""Returns, lengths and successes (or None) of the finished episodes."""
+
+
+class EpisodeStats:
+    """Episodes that finished during one rollout.
+
+    `EpisodeStats(returns, lengths, successes)` holds the per-episode lists. A collector's
+    stats hold only their `totals()` (computed on the device, without a host sync) and
+    compute the lists on first access of `returns`, `lengths` or `successes` from the
+    rollout, which the collector's next `collect` overwrites: read them (or call `resolve`)
+    before that, or they raise.
+
+    Shape:
+        returns, lengths: [E] for E finished episodes; successes: [E] bool or None
+    """
+
+    def __init__(
+        self,
+        returns: torch.Tensor,
+        lengths: torch.Tensor,
+        successes: torch.Tensor | None,
+    ) -> None:
+        self._episodes: EpisodeLists | None = (returns, lengths, successes)
+        self._compute: Callable[[], EpisodeLists] | None = None
+        self._totals: torch.Tensor | None = None
+        self.has_successes = successes is not None
+
+    @classmethod
+    def deferred(
+        cls,
+        totals: torch.Tensor,
+        has_successes: bool,
+        compute: Callable[[], EpisodeLists],
+    ) -> EpisodeStats:
+        """Stats whose `totals()` are `totals` and whose lists `compute()` returns when first
+        read (`has_successes`: whether they hold `successes`)."""
+        stats = cls.__new__(cls)
+        stats._episodes, stats._compute, stats._totals = None, compute, totals
+        stats.has_successes = has_successes
+        return stats
+
+    def resolve(self) -> EpisodeStats:
+        """Compute the per-episode lists now, so that they outlive the rollout; returns self."""
+        if self._episodes is None:
+            assert self._compute is not None
+            self._episodes, self._compute = self._compute(), None
+        return self
+
+    @property
+    def returns(self) -> torch.Tensor:
+        """[E] float32 return of each finished episode."""
+        return self._lists()[0]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """[E] int64 length of each finished episode."""
+        return self._lists()[1]
+
+    @property
+    def successes(self) -> torch.Tensor | None:
+        """[E] bool, whether each finished episode succeeded (None: the env reports none)."""
+        return self._lists()[2]
+
+    def _lists(self) -> EpisodeLists:
+        episodes = self.resolve()._episodes
+        assert episodes is not None
+        return episodes
+
+    def totals(self) -> torch.Tensor:
+        """[episodes, sum of returns, sum of lengths, successes] as float64 on the lists'
+        device (no host sync): sums, so those of several data-parallel ranks add up. A fresh
+        tensor each call (the caller may reduce it in place)."""
+        if self._totals is not None:
+            return self._totals.clone()
+        returns, lengths, successes = self._lists()
+        zero = returns.new_zeros((), dtype=torch.float64)
+        succeeded = zero if successes is None else successes.double().sum()
+        count = zero + returns.numel()
+        return torch.stack([count, returns.double().sum(), lengths.double().sum(), succeeded])
+
+    def metrics(
+        self, prefix: str = "train", totals: torch.Tensor | None = None
+    ) -> dict[str, float]:
+        """Means over the finished episodes (empty dict if none finished), from `totals`
+        (default: this rollout's own; the trainer passes those summed over ranks). Reads
+        the totals on the host."""
+        count, returns, lengths, successes = (self.totals() if totals is None else totals).tolist()
+        if count == 0:
+            return {}
+        out = {
+            f"{prefix}/episode_return": returns / count,
+            f"{prefix}/episode_length": lengths / count,
+            f"{prefix}/episodes": count,
+        }
+        if self.has_successes:
+            out[f"{prefix}/success_rate"] = successes / count
+        return out

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlcore.collector import EpisodeStats
+from rlcore.episodes import EpisodeStats
 
 
 @dataclass

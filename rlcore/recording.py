@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import torch
 
-from rlcore.collector import EpisodeStats, SyncCollector
+from rlcore.collector import SyncCollector
 from rlcore.envs.base import BatchedEnv
+from rlcore.episodes import EpisodeStats
 from rlcore.policies import Actor
 from rlcore.replay import ReplayBuffer
 from rlcore.rollout import RolloutSpec, make_rollout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlcore.algos.base import Algorithm, AlgorithmContext, NonFiniteError
+from rlcore.algos.base import Algorithm, AlgorithmContext
 from rlcore.algos.compile import check_compile_available
 from rlcore.algos.registry import algorithm_spec
 from rlcore.checkpoint import (
@@ -30,8 +29,9 @@ from rlcore.envs import make_env
 from rlcore.envs.base import BatchedEnv
 from rlcore.errors import ConfigError
 from rlcore.evaluate import evaluate
+from rlcore.finite import nonfinite_flags, raise_if_env_nonfinite, raise_if_loss_nonfinite
 from rlcore.pending import PendingIteration, read_pending
-from rlcore.rollout import OBS, REWARD, RolloutSpec, make_rollout, transition_view
+from rlcore.rollout import OBS, RolloutSpec, make_rollout, transition_view
 
 if TYPE_CHECKING:
     from rlcore.off_policy import OffPolicyLearner
@@ -245,9 +245,11 @@ class Trainer:
             acting = replay.warmup_policy() if replay is not None else None
             episodes = self.collector.collect(policy=acting)
             if self.sync_every == 1:
-                self._check_finite(self._non_finite_flags(), self.iteration + 1)
+                raise_if_env_nonfinite(
+                    self.rollout, nonfinite_flags(self.rollout), self.iteration + 1
+                )
             else:
-                env_flags = self._non_finite_flags()
+                env_flags = nonfinite_flags(self.rollout)
         t1 = time.perf_counter()
         if replay is None:
             metrics: dict[str, float | torch.Tensor] = dict(self.algo.update(self.rollout))
@@ -287,47 +289,10 @@ class Trainer:
         pending, self._pending = self._pending, []
         for item, host, env_flags in read_pending(pending):
             if env_flags is not None:
-                self._check_finite(env_flags, item.iteration)
-            self._check_losses(host, item.iteration)
+                raise_if_env_nonfinite(self.rollout, env_flags, item.iteration)
+            raise_if_loss_nonfinite(self.cfg.algorithm, host, item.iteration)
             if self.dist.is_main:
                 self.sink(item.steps_done, host)
-
-    def _non_finite_flags(self) -> torch.Tensor:
-        """Per checked env output (`_checked_outputs`), whether it holds a NaN or infinity
-        (on the device: read by `_check_finite`)."""
-        flags = [~torch.isfinite(tensor).all() for _, tensor in self._checked_outputs()]
-        return torch.stack(flags) if flags else torch.zeros(0, dtype=torch.bool)
-
-    def _checked_outputs(self) -> list[tuple[str, torch.Tensor]]:
-        tv = transition_view(self.rollout)
-        checked = [(f"{OBS}/{key}", value) for key, value in self.rollout[OBS].items()]
-        return [
-            (key, tensor)
-            for key, tensor in [*checked, (REWARD, tv[REWARD])]
-            if tensor.dtype.is_floating_point
-        ]
-
-    def _check_finite(self, flags: torch.Tensor | list[float], iteration: int) -> None:
-        flags = flags.tolist() if isinstance(flags, torch.Tensor) else flags
-        for (key, _), bad in zip(self._checked_outputs(), flags, strict=True):
-            if bad:
-                raise NonFiniteError(
-                    f"the env produced a non-finite {key} in iteration {iteration}; "
-                    "training stopped and the last checkpoint was left as it was"
-                )
-
-    def _check_losses(self, metrics: dict[str, float], iteration: int) -> None:
-        """Losses read from the device: a NaN there is a step the update refused to take
-        (`rlcore.algos.whole_step`); stop before a checkpoint or evaluation follows."""
-        losses = {key: value for key, value in metrics.items() if key.startswith("loss/")}
-        if all(math.isfinite(value) for value in losses.values()):
-            return
-        parts = ", ".join(f"{key.removeprefix('loss/')}={value}" for key, value in losses.items())
-        raise NonFiniteError(
-            f"{self.cfg.algorithm.upper()} loss became non-finite in iteration {iteration} "
-            f"({parts}); the parameters kept their last finite values, training stopped and "
-            "the last checkpoint was left as it was"
-        )
 
     def _evaluate(self) -> bool:
         """Evaluate on rank 0; True on every rank if a stop target was reached."""

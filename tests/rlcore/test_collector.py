@@ -2,9 +2,10 @@ import pytest
 import torch
 
 import rlcore.collector
-from rlcore.collector import EpisodeStats, GroupEpisodes, SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.envs import CartPole, PushCube
 from rlcore.envs.gym_bridge import GymnasiumEnv
+from rlcore.episodes import EpisodeStats
 from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.policies import Actor, ActorCritic, PolicyConfig
 from rlcore.rollout import (
