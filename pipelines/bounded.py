@@ -22,7 +22,7 @@ from yaml.events import AliasEvent, CollectionStartEvent, ScalarEvent
 
 MAX_BYTES = 1 << 20  # far above any params.yaml or EmbodiChain config (a few KB)
 MAX_DEPTH = 64  # params.yaml nests about 6 levels; Python's parsers recurse per level
-MAX_NODES = 50_000  # params.yaml holds a few hundred; PyYAML builds ~40,000 a second
+MAX_NODES = 50_000  # params.yaml holds a few hundred; bounds PyYAML's (slow) node building
 # A JSON string literal (escapes included), and everything that is not a bracket.
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")

@@ -9,7 +9,8 @@ The public API, importable from `rlcore` (docs/library.md has examples):
 - `Trainer(cfg, sink)`: trains (`run`), saves and resumes; `sink(env_steps, metrics)` sees
   every iteration's metrics;
 - `configure_cpu(threads=1)`: one torch thread, as the pipeline's stages use; call it first:
-  torch's default of one thread per core made small-network training 8-11x slower;
+  torch's default of one thread per core makes small-network training several times
+  slower (benchmarks/README.md, *library_vs_stage*);
 - `make_env(EnvConfig)`, `evaluate_policy(policy, env, seed)`, `load_trained_policy(cfg, path)`.
 
 Names are imported on first use, so `import rlcore.config` stays free of torch.

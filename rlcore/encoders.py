@@ -64,9 +64,9 @@ class SpatialKeypoints(nn.Module):
         """
         logits = self.keypoints(maps).flatten(2)  # [B, K, H * W]
         # Standardised over the map, then sharpened by a learned temperature: raw logits of
-        # a freshly initialised conv vary by ~0.05 over a mostly uniform table, so the
-        # softmax was near uniform, every keypoint sat at the centre (std ~0.001 over
-        # images) and the actor saw almost nothing of the camera.
+        # a freshly initialised conv barely vary over a mostly uniform table, so the softmax
+        # was near uniform, every keypoint sat at the centre whatever the image, and the
+        # actor saw almost nothing of the camera (benchmarks/README.md, *observations*).
         var, mean = torch.var_mean(logits, -1, correction=0, keepdim=True)
         logits = (logits - mean) * (var + 1e-5).rsqrt() * self.log_temperature.exp()
         return (logits.softmax(-1) @ self.grid).flatten(1)  # [B, 2K]: (x, y) per keypoint

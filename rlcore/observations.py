@@ -137,14 +137,6 @@ def allocate(
     return TensorDict(entries, batch_size=list(batch), device=device)
 
 
-def spec_of(obs: TensorDict) -> dict[str, ObsEntry]:
-    """The spec that observations `obs` (batch shape `[N]`) fit."""
-    depth = obs.batch_dims
-    return {
-        str(key): ObsEntry(tuple(value.shape[depth:]), value.dtype) for key, value in obs.items()
-    }
-
-
 def as_observation(value: torch.Tensor | Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A flat tensor (an older checkpoint's, a library user's) as a one-entry observation."""
     if isinstance(value, torch.Tensor):

@@ -57,8 +57,8 @@ class MLP(nn.Sequential):
     """Linear layers and activations whose forward calls their functions directly.
 
     A module call costs microseconds of Python (hooks, dispatch) whatever the layer's size,
-    and an actor-critic forward makes a dozen: on Gymnasium CartPole's 64x64 networks,
-    collecting took 0.94x the time without them (`benchmarks/versus_revision.py`). The
+    and an actor-critic forward makes a dozen: on small networks that is a visible share of
+    collection (benchmarks/README.md, *versus_revision*, "Cheaper minibatch steps"). The
     layers, parameters and state-dict keys are an `nn.Sequential`'s, and the functions
     applied are the ones its modules' forwards call, so the numbers are the same to the bit.
     """
@@ -118,8 +118,8 @@ class Actor(ReadsObservations):
 
         Per network: every layer's output and its activation output, saved for backward;
         plus its input and that input's gradient, and its image encoders' activations.
-        Against PPO updates measured on CPU (64x64 actor and critic: ~1.6 kB per sample;
-        estimate 2.1 kB) it errs on the large side, the safe side for sizing micro-batches.
+        Against the peak memory of PPO updates measured on CPU it errs on the large side,
+        the safe side for sizing micro-batches (`benchmarks.update_memory` measures it).
         """
         readers = [r for r in (self.actor_reader, self.critic_reader) if r is not None]
         floats = 2 * max(r.out_dim for r in readers)  # the (widest) input and its gradient

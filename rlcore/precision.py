@@ -1,7 +1,7 @@
 """Whether a device multiplies bfloat16 natively, for SAC's `precision: auto`.
 
 CUDA devices say so themselves (`torch.cuda.is_bf16_supported`, Ampere and later). On CPU
-the instruction sets decide: AVX512-BF16 or AMX-BF16 multiply bf16 2-4x faster than float32;
+the instruction sets decide: AVX512-BF16 or AMX-BF16 multiply bf16 faster than float32;
 without them torch emulates bf16 and it is slower. Linux lists them in /proc/cpuinfo;
 elsewhere the answer is no (float32 is never the wrong choice, only the slower one).
 """

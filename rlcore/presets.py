@@ -24,7 +24,7 @@ from rlcore.config import (
     TrainerConfig,
 )
 
-# ReLU rather than tanh: on CPU torch's tanh kernel is ~20x slower than ReLU at these sizes,
+# ReLU rather than tanh: on CPU torch's tanh kernel costs many times ReLU's at these sizes,
 # and it is the single largest cost of a small-MLP PPO update.
 PRESETS: dict[str, ExperimentConfig] = {
     "cartpole": ExperimentConfig(
@@ -250,16 +250,16 @@ SAC_PRESETS: dict[str, ExperimentConfig] = {
     # DVC experiment that confirmed them is this preset): 400x300 networks and a gradient
     # step every second env step, RL Zoo's batch 256, 10k random warm-up steps and gamma
     # otherwise. One env stepped once per iteration, as RL Zoo; bf16 matmuls where the
-    # device has them natively (half the update's time). At 1M env steps it returns at least
-    # as much as RL Zoo's settings (this preset's before it) for less CPU per env step; both
-    # ran as DVC experiments (figures and how to re-create them: benchmarks/README.md,
-    # *sac_halfcheetah*).
+    # device has them natively (a shorter update: benchmarks/README.md, *sac_update*). At 1M
+    # env steps it returns at least as much as RL Zoo's settings (this preset's before it)
+    # for less CPU per env step; both ran as DVC experiments (figures and how to re-create
+    # them: benchmarks/README.md, *sac_halfcheetah*).
     "mujoco_halfcheetah": ExperimentConfig(
         env=EnvConfig("mujoco:HalfCheetah", num_envs=1, options={"nthread": 1}),
         policy=PolicyConfig(hidden_sizes=(400, 300), activation="relu"),
         trainer=TrainerConfig(
             total_env_steps=1_000_000, num_steps=1, eval_every_iters=20_000, eval_episodes=8,
-            checkpoint_every_iters=50_000,  # resumable progress (buffer included) every ~5 min
+            checkpoint_every_iters=50_000,  # resumable progress (buffer included) every 50k steps
         ),
         algorithm="sac",
         algo=SACConfig(lr=7.448357644273519e-4, tau=3.225274559316043e-3, precision="auto"),
@@ -276,8 +276,8 @@ SAC_PRESETS["gym_halfcheetah"] = dataclasses.replace(
 # read the image and the pusher's own state through one spatial-keypoint encoder that they
 # train (the actor reads its features, detached); every sampled image shifted by up to 2
 # pixels (DrQ's 4 at 84x84, scaled to 48x48). 100k transitions of 3x48x48 uint8 images,
-# each stored once: ~0.7 GB. A starting point, not tuned: on this 2-core CPU a step costs
-# ~0.14 s (one update of 256 images through the encoder), so its runs are for a GPU.
+# each stored once: ~0.7 GB. A starting point, not tuned: each env step's update passes 256
+# images through the encoder, too slow on a CPU for runs of any length: they are for a GPU.
 SAC_PRESETS["push_cube_pixels"] = dataclasses.replace(
     SAC_PRESETS["push_cube"],
     env=EnvConfig("push_cube_pixels", num_envs=8),

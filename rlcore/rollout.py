@@ -32,7 +32,7 @@ terminated) at t, and 0 elsewhere: PPO bootstraps time-limit ends with it, exact
 Storage is time-major: each tensor is allocated as [T+1, N, ...] and exposed transposed, so
 the logical batch shape stays [N, T+1] while the per-step slices `[:, t]` that the env and
 collector write every step are contiguous (an env-major layout makes each of those writes
-touch one cache line per env, which measured ~10x slower at N = 4096 on CPU).
+touch one cache line per env, many times slower at thousands of envs on CPU).
 
 Algorithms read transitions only through `transition_view()`, which drops index T from every
 key: a view, never a copy.

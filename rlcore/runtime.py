@@ -25,8 +25,8 @@ def keep_freed_memory(mmap_threshold_mb: int = 256) -> bool:
     """Make glibc keep freed blocks in the heap instead of returning them to the OS.
 
     A policy forward at N = 4096 allocates ~1 MB activations that glibc serves with fresh
-    pages and unmaps on free; re-faulting them costs up to ~40% of a collection step on CPU
-    (measured with `getrusage` minor-fault counts). Raising the mmap and trim thresholds
+    pages and unmaps on free; re-faulting them is a large share of a collection step on CPU
+    (`getrusage` counts the minor faults). Raising the mmap and trim thresholds
     keeps those pages mapped for reuse. Returns False where this is not glibc Linux.
     """
     if not sys.platform.startswith("linux"):
@@ -48,8 +48,9 @@ def keep_freed_memory(mmap_threshold_mb: int = 256) -> bool:
 def configure_cpu(threads: int = 1) -> None:
     """Pin torch's CPU thread count and keep freed memory mapped (see `keep_freed_memory`).
 
-    One thread is the default because small-MLP training on a busy 2-core machine ran
-    5-26x faster with one thread than with two.
+    One thread is the default because small-MLP training runs several times faster with
+    one thread than with two, most of all on a busy machine: its ops are too small to
+    split, and the threads wait on each other (benchmarks/README.md, *library_vs_stage*).
     """
     if threads <= 0:
         raise ValueError(f"threads must be a positive integer, got {threads}")

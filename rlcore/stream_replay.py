@@ -147,7 +147,7 @@ class StreamReplayBuffer(StreamCheckpoint, StreamSampling):
         # wrapped in a new tensor on every call.
         self._no_final = torch.tensor(-1, dtype=torch.int32, device=self.device)
         # `sample` copies only the rows that have a kept-apart final where a host check is
-        # free (CPU: a masked select of all rows is ~10x slower there); elsewhere it selects
+        # free (CPU, where a masked select of all rows costs far more); elsewhere it selects
         # between both gathers on the device.
         self._copy_final_rows = self.device.type == "cpu"
         self._ring_slots, self._row_slots = torch.tensor([rows * num_envs, num_envs]).to(device)

@@ -9,15 +9,15 @@ outputs) and compares its final metrics, seed by seed, with the committed baseli
 - env steps trained, where a stop target is set (then more steps means slower learning).
 
 The baseline's seed band (min to max over its seeds) is shown, but it is not the test: with
-3 seeds a side, a fresh run of unchanged code lands below it 18% of the time (simulated
-with normal seeds; the first real nightly run here did, at 266k env steps against
-225-246k). A metric regresses when the nightly mean is worse than the baseline's by more
-than chance explains: a one-sided Welch t-test over the two runs' seeds, p < `ALPHA`. With
-3 seeds a side that flags unchanged code ~1% of the time per metric, and a shift of 4
-seed standard deviations ~2 times in 3 (6: 9 in 10); more seeds detect smaller shifts.
-Wall time is shown on the compare page but not judged: it measures the machine as much
-as the code. This module reads runs and judges them; running DVC and publishing belong to
-the flow (`pipelines.orchestration.flows.regression_flow`).
+3 seeds a side, a fresh run of unchanged code lands below it 18% of the time (simulated with
+normal seeds; docs/guide.md has a real nightly run that did). A metric regresses when the
+nightly mean is worse than the baseline's by more than chance explains: a one-sided Welch
+t-test over the two runs' seeds, p < `ALPHA`. With 3 seeds a side that flags unchanged code
+~1% of the time per metric, and a shift of 4 seed standard deviations ~2 times in 3 (6: 9 in
+10); more seeds detect smaller shifts. Wall time is shown on the compare page but not
+judged: it measures the machine as much as the code. This module reads runs and judges them;
+running DVC and publishing belong to the flow
+(`pipelines.orchestration.flows.regression_flow`).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def judge(baseline: Run, nightly: Run) -> Verdict:
         problems += [f"{run.label}: seed {s.seed}: {p}" for s in run.seeds for p in s.problems]
     base = baseline.label
     if baseline.source.kind == "commit" and baseline.source.rev and "(" not in base:
-        base = f"{base} ({baseline.source.rev[:7]})"  # HEAD -> HEAD (bcdfee8)
+        base = f"{base} ({baseline.source.rev[:7]})"  # HEAD -> HEAD (1a2b3c4)
     if problems:
         return Verdict(nightly.label, base, (), tuple(problems))
     checks = []

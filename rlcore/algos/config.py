@@ -10,7 +10,7 @@ from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algo
 
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
-# cost more in per-chunk overhead than in compute on CPU (1024: +20-30% update time).
+# cost more in per-chunk overhead than in compute on CPU (`benchmarks.update_memory`).
 MIN_AUTO_MICROBATCH = 2048
 
 Check = Callable[[bool, str, str], None]

@@ -10,8 +10,8 @@ from tensordict import TensorDict, TensorDictBase
 Field = torch.Tensor | dict[str, torch.Tensor]
 Minibatch = dict[str, Field]
 """A minibatch's tensors by rollout key, each [B, ...]; `obs` is a dict of its named
-entries. Plain dicts: a TensorDict per minibatch (built, then sliced per micro-batch) cost
-~5% of a small network's update."""
+entries. Plain dicts: a TensorDict per minibatch (built, then sliced per micro-batch) was a
+visible share of a small network's update (benchmarks/README.md, *versus_revision*)."""
 
 
 def _plain(value: torch.Tensor | TensorDictBase) -> Field:
@@ -89,7 +89,8 @@ def epoch_minibatches(
     With one minibatch per epoch the shuffle buys nothing (every epoch sees the same rows,
     and the losses are means over them), so the rows are gathered and prepared once, in
     storage order, and the same batch serves every epoch: no per-epoch shuffle, gather or
-    preparation (gym_cartpole's update: ~12% less time). The generator is not drawn from.
+    preparation (benchmarks/README.md, *versus_revision*, "One minibatch per epoch"). The
+    generator is not drawn from.
     """
     if num_minibatches == 1:
         sources = {key: _plain(transitions[key]) for key in keys}

@@ -21,7 +21,8 @@ class SACConfig:
     `precision: bfloat16` runs the hidden layers' matrix products of the update in bfloat16
     (autocast) and everything else in float32: the weights, their optimizer state, the
     Q outputs, targets and losses. CPUs with AVX512-BF16 or AMX (and GPUs) multiply bf16
-    2-4x faster, which at 256x256 networks halves the update; see benchmarks/README.md.
+    faster than float32, which shortens the update of wide networks most (benchmarks/
+    README.md, *sac_update*).
     `auto` picks bfloat16 where the training device multiplies it natively
     (`rlcore.precision.native_bf16`), float32 elsewhere (where emulated bf16 is slower).
     The replay buffer and the update-to-data ratio are the `replay` section's.

@@ -28,9 +28,10 @@ def resolve_microbatch_size(
     "auto" on CPU: as many samples as have activations (as estimated by the policy)
     fitting in half the rollout's nominal bytes, at least `MIN_AUTO_MICROBATCH`.
     That keeps the update's extra memory under the rollout's own size (for rollouts of
-    a few MB and up); update time against whole minibatches measured -33% to +13% on
-    CPU. "auto" on accelerators: whole minibatches, since there every chunk
-    costs kernel launches and activation memory is rarely the limit.
+    a few MB and up) at about the update time of whole minibatches on CPU, where a chunk
+    adds little but its own overhead (`benchmarks.update_memory` times both). "auto" on
+    accelerators: whole minibatches, since there every chunk costs kernel launches and
+    activation memory is rarely the limit.
     """
     if setting != "auto":
         return setting

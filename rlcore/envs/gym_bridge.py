@@ -20,8 +20,8 @@ next episode; the true final observation is in `final_obs`), for each Gymnasium 
   false): the collector keeps it out of every loss and every statistic. Its `next_obs` row
   at the `done` holds the final observation until then. Of the three modes this is the
   cheapest per real transition (`benchmarks/gym_bridge.py`): one wasted step per episode
-  costs less than Gymnasium's same-step bookkeeping of final observations on every `done`
-  (~10% of a `SyncVectorEnv` CartPole step);
+  costs less than Gymnasium's same-step bookkeeping of final observations on every `done`,
+  paid on every step;
 - `same-step` (`autoreset="same-step"`, and chosen by `make_env` for grouped episodes,
   which need every step to be a transition): the vector env resets within the step; the
   final observation comes from the step's `info["final_obs"]`;

@@ -33,7 +33,7 @@ def _is_mujoco(envs: VectorEnv) -> bool:
 
 def _plain_mujoco_scenes(instances: Sequence[gymnasium.Env]) -> None:
     """Turn off shadows and reflections in Gymnasium's MuJoCo offscreen renderers, as the
-    native envs do: software GL (OSMesa, no GPU) draws a frame ~5x slower with them.
+    native envs do: software GL (OSMesa, no GPU) draws a frame several times slower with them.
 
     Reaches into Gymnasium's `MujocoRenderer` (its `_get_viewer`, stable since 0.29), which
     makes the renderer's GL context; an instance rendered some other way is left as it is.

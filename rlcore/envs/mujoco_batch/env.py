@@ -187,8 +187,8 @@ class MujocoEnv(TorchEnv):
 
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         """Frames from `mujoco.Renderer` offscreen (EGL or OSMesa where there is no display),
-        a camera tracking the torso; shadows and reflections off (software GL is ~7x
-        slower with them)."""
+        a camera tracking the torso; shadows and reflections off (software GL is several
+        times slower with them)."""
         model = self.engine.model
         ids = range(self.num_envs) if env_ids is None else env_ids.tolist()
         renderer = self._renderer_of(size)

@@ -3,14 +3,14 @@
 A task's step is a dozen small calls on [N]-sized arrays between two engine steps, so the
 cost of each call, not its arithmetic, is what it adds to the engine's step. The CPU engine
 (`mujoco.batch`) holds its state in numpy arrays, and numpy views of the rollout's CPU
-storage are free (`StepSlot.host_views`). On them a numpy ufunc costs 1-2 us where the torch
-call doing the same costs 4-8 us (TensorIterator setup; measured at N=64 between HalfCheetah
-steps, whose memory traffic leaves the caches cold). The difference matters twice: the
-longer MuJoCo's thread pool waits for the caller between steps, the slower its next step
-(its worker sleeps: +2-10 us after a 30-40 us gap, +16-26 us after 50-60 us, measured). So
-tasks write their step once, against `ArrayOps`, and run it on numpy arrays for the CPU
-engine (`NumpyOps`, no copies: the same memory the torch views see) and on torch tensors for
-MuJoCo Warp on CUDA (`TorchOps`, no host syncs).
+storage are free (`StepSlot.host_views`). On them a numpy ufunc costs a fraction of the
+torch call doing the same (TensorIterator's setup, with the caches cold from the engine's
+step). The difference matters twice: the longer MuJoCo's thread pool waits for the caller
+between steps, the slower its next step (its workers go to sleep). Figures:
+benchmarks/README.md, *Earlier figures*, "Native batched MuJoCo". So tasks write their step
+once, against `ArrayOps`, and run it on numpy arrays for the CPU engine (`NumpyOps`, no
+copies: the same memory the torch views see) and on torch tensors for MuJoCo Warp on CUDA
+(`TorchOps`, no host syncs).
 
 Beyond these calls a task uses only what numpy arrays and torch tensors share: indexing,
 slice assignment, arithmetic and comparison operators, `abs`, `.all(dim)`, `.sum(dims)`,

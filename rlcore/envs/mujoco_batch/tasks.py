@@ -18,10 +18,10 @@ cost), because Ant's MJCF integrates with RK4. Gymnasium calls `mj_rnePostConstr
 `mj_step`, so its forces come from the derived fields of the last substep's fourth RK4
 stage, an intermediate state; a batched engine computes them inside the step (a force sensor
 makes MuJoCo do so), at the last substep's start, the first stage. Reproducing Gymnasium's
-would take a copy of every simulation's whole MjData after each step (~0.5 MB for Ant, ~18
-us per simulation here). With the Euler integrator both sample the same state, and
-observations and rewards match Gymnasium's exactly, contact forces included; under RK4,
-positions, velocities, the other reward terms and terminations match
+would take a copy of every simulation's whole MjData after each step, a cost on every step
+out of all proportion to one observation term. With the Euler integrator both sample the
+same state, and observations and rewards match Gymnasium's exactly, contact forces included;
+under RK4, positions, velocities, the other reward terms and terminations match
 (tests/rlcore/envs/test_mujoco_batch.py).
 """
 
