@@ -27,7 +27,7 @@ Parts (`--parts`, default all), each timed at every N of `--sizes`:
   between `bare` and the ideal is the cost of alternating two code bodies: on the 2-core
   AMD EPYC this was measured on, an elementwise op's first call after an MKL GEMM costs
   3-10x its steady-state time, which inflates the env step ~2x when it follows a policy
-  forward (see the README's Benchmarks section);
+  forward (see benchmarks/README.md, *throughput*);
 - train: one full `Trainer` iteration (collect + PPO update + obs-norm update) with the
   preset's config, `env.num_envs = N`, evaluation off; T is the preset's `trainer.num_steps`
   unless `--train-num-steps` is given;

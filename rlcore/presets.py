@@ -64,8 +64,8 @@ PRESETS: dict[str, ExperimentConfig] = {
 # range also decays, ours stays 0.2) at twice its learning rate, 2e-3: it solves in about half
 # the env steps of RL Zoo's 1e-3 and fewer than SB3 with RL Zoo's settings, at the same cost
 # per step, and in far fewer than with the cartpole preset's settings. On a slow env, env
-# steps are what wall time is made of. Figures: benchmarks/README.md, *Earlier figures*
-# ("Gymnasium through the bridge", "Twice RL Zoo's learning rate").
+# steps are what wall time is made of. Figures: benchmarks/README.md, *solve_time*
+# ("gym_cartpole: Gymnasium CartPole-v1 through the bridge, at twice RL Zoo's learning rate").
 # The camera task (push_cube_pixels): the actor sees the 48x48 image (a spatial-keypoint
 # encoder: where the small objects are) and its own proprioception; the critic reads the
 # privileged state, so no second CNN, and the actor's image features also learn to predict

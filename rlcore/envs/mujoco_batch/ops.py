@@ -7,7 +7,7 @@ storage are free (`StepSlot.host_views`). On them a numpy ufunc costs a fraction
 torch call doing the same (TensorIterator's setup, with the caches cold from the engine's
 step). The difference matters twice: the longer MuJoCo's thread pool waits for the caller
 between steps, the slower its next step (its workers go to sleep). Figures:
-benchmarks/README.md, *Earlier figures*, "Native batched MuJoCo". So tasks write their step
+benchmarks/README.md, *mujoco_batch*. So tasks write their step
 once, against `ArrayOps`, and run it on numpy arrays for the CPU engine (`NumpyOps`, no
 copies: the same memory the torch views see) and on torch tensors for MuJoCo Warp on CUDA
 (`TorchOps`, no host syncs).
