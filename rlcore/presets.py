@@ -58,14 +58,6 @@ PRESETS: dict[str, ExperimentConfig] = {
     ),
 }
 
-# Gymnasium's own CartPole-v1 through the bridge (rlcore.envs.gym_bridge), on Gymnasium's
-# numpy-vectorised CartPoleVectorEnv, with RL Zoo's CartPole settings (8 envs x 32 steps, one
-# minibatch, 20 epochs, gamma 0.98, GAE 0.8, the learning rate decaying linearly; its clip
-# range also decays, ours stays 0.2) at twice its learning rate, 2e-3: it solves in about half
-# the env steps of RL Zoo's 1e-3 and fewer than SB3 with RL Zoo's settings, at the same cost
-# per step, and in far fewer than with the cartpole preset's settings. On a slow env, env
-# steps are what wall time is made of. Figures: benchmarks/README.md, *solve_time*
-# ("gym_cartpole: Gymnasium CartPole-v1 through the bridge, at twice RL Zoo's learning rate").
 # The camera task (push_cube_pixels): the actor sees the 48x48 image (a spatial-keypoint
 # encoder: where the small objects are) and its own proprioception; the critic reads the
 # privileged state, so no second CNN, and the actor's image features also learn to predict
@@ -86,6 +78,13 @@ PRESETS["push_cube_pixels"] = dataclasses.replace(
     algo=dataclasses.replace(PRESETS["push_cube"].algo, num_epochs=4, num_minibatches=4),
 )
 
+# Gymnasium's own CartPole-v1 through the bridge (rlcore.envs.gym_bridge), on Gymnasium's
+# numpy-vectorised CartPoleVectorEnv, with RL Zoo's CartPole settings (8 envs x 32 steps, one
+# minibatch, 20 epochs, gamma 0.98, GAE 0.8, the learning rate decaying linearly; its clip
+# range also decays, ours stays 0.2) at twice its learning rate, 2e-3: it solves in about half
+# the env steps of RL Zoo's 1e-3 and fewer than SB3 with RL Zoo's settings, at the same cost
+# per step. On a slow env, env steps are what wall time is made of. Figures: benchmarks/README.md, *solve_time*
+# ("gym_cartpole: Gymnasium CartPole-v1 through the bridge, at twice RL Zoo's learning rate").
 PRESETS["gym_cartpole"] = ExperimentConfig(
     env=EnvConfig(
         "gymnasium:CartPole-v1", num_envs=8, options={"vectorization": "vector_entry_point"}
