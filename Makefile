@@ -37,7 +37,7 @@ baseline: .venv/ready
 test: .venv/ready
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	$(RUN) $(PY) -m pytest
+	$(RUN) $(PY) -m pytest -n 2
 
 # Refresh constraints.txt: the newest releases pyproject.toml allows (all extras but the
 # CUDA one), resolved in a throwaway venv. Then `make test` and re-run what you cite.
