@@ -83,8 +83,9 @@ PRESETS["push_cube_pixels"] = dataclasses.replace(
 # minibatch, 20 epochs, gamma 0.98, GAE 0.8, the learning rate decaying linearly; its clip
 # range also decays, ours stays 0.2) at twice its learning rate, 2e-3: it solves in about half
 # the env steps of RL Zoo's 1e-3 and fewer than SB3 with RL Zoo's settings, at the same cost
-# per step. On a slow env, env steps are what wall time is made of. Figures: benchmarks/README.md, *solve_time*
-# ("gym_cartpole: Gymnasium CartPole-v1 through the bridge, at twice RL Zoo's learning rate").
+# per step. On a slow env, env steps are what wall time is made of. Figures:
+# benchmarks/README.md, *solve_time* ("gym_cartpole: Gymnasium CartPole-v1 through the
+# bridge, at twice RL Zoo's learning rate").
 PRESETS["gym_cartpole"] = ExperimentConfig(
     env=EnvConfig(
         "gymnasium:CartPole-v1", num_envs=8, options={"vectorization": "vector_entry_point"}
