@@ -23,6 +23,7 @@ from rlcore.config import (
     ReplayConfig,
     TrainerConfig,
 )
+from rlcore.presets_cuda import CUDA_PRESETS
 
 # ReLU rather than tanh: on CPU torch's tanh kernel costs many times ReLU's at these sizes,
 # and it is the single largest cost of a small-MLP PPO update.
@@ -187,6 +188,8 @@ PRESETS["mujoco_halfcheetah"] = ExperimentConfig(
 PRESETS["gym_halfcheetah"] = dataclasses.replace(
     PRESETS["mujoco_halfcheetah"], env=EnvConfig("gymnasium:HalfCheetah-v5", num_envs=8)
 )
+# The builtin tasks at GPU scale (`rlcore.presets_cuda`: why they differ).
+PRESETS.update(CUDA_PRESETS)
 
 # GRPO: critic-free, groups of 4 envs sharing each start. Rollouts are as long as an episode
 # can be (CartPole's 500-step limit is cut at 256: the same cut for every member keeps the

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from pipelines.__main__ import main
@@ -103,3 +104,18 @@ def test_what_train_refuses_params_refuses_with_the_same_line(tmp_path, capsys, 
     assert main(["train", "--params", str(path)]) == 1
     train_err = capsys.readouterr().err.strip().splitlines()[-1]
     assert train_err.removeprefix("error: train: ") == params_err.removeprefix(f"error: {path}: ")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal on a machine without CUDA")
+def test_a_cuda_preset_on_a_machine_without_cuda_is_one_line_and_runs_on_the_cpu_when_told(
+    tmp_path, capsys
+):
+    path = tmp_path / "params.yaml"
+    path.write_text("preset: cuda_push_cube\n")
+    assert main(["params", "--params", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"error: {path}: env.device 'cuda': CUDA is not available")
+    path.write_text("preset: cuda_push_cube\nenv: {device: cpu}\n")
+    assert main(["params", "--params", str(path)]) == 0
+    assert "4096 envs" in capsys.readouterr().out

@@ -4,8 +4,10 @@ import dataclasses
 import math
 
 import pytest
+import torch
 
 from rlcore.config import PolicyConfig
+from rlcore.errors import ConfigError
 from rlcore.presets import (
     CONTINUOUS_CLASSIC,
     DISCRETE_CLASSIC,
@@ -19,6 +21,7 @@ from rlcore.presets import (
     experiment_for,
     preset,
 )
+from rlcore.presets_cuda import CUDA_PRESETS
 from rlcore.trainer import Trainer
 from tests.rlcore.algos.plugins.ppo_variant import UNDECLARED, PPOVariantConfig, registered
 
@@ -117,6 +120,8 @@ def test_every_preset_builds_and_trains_an_iteration(algorithm, name):
     evaluate (one iteration, or as many as one gradient step needs, and one evaluation
     episode) with finite losses."""
     cfg = preset(name, algorithm)
+    if cfg.env.device.startswith("cuda") and not torch.cuda.is_available():
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, device="cpu"))
     iteration = cfg.env.num_envs * cfg.trainer.num_steps
     iterations = 1
     if cfg.replay is not None:  # enough iterations for one gradient step (half one per env step)
@@ -143,3 +148,14 @@ def test_every_preset_builds_and_trains_an_iteration(algorithm, name):
     losses = {key: value for key, value in metrics.items() if key.startswith("loss/")}
     assert losses and all(math.isfinite(value) for value in losses.values())
     assert math.isfinite(trainer.last_eval["eval/episode_return"])
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA"
+)
+@pytest.mark.parametrize("name", sorted(CUDA_PRESETS))
+def test_a_cuda_preset_without_cuda_is_one_line_naming_env_device(name):
+    with pytest.raises(
+        ConfigError, match=r"^env\.device 'cuda': CUDA is not available .*use 'cpu'$"
+    ):
+        Trainer(preset(name))
