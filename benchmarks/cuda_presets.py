@@ -7,8 +7,9 @@
 Each run trains one preset of `rlcore.presets_cuda` (or, with `--variants`, each alternative
 it was chosen over) to its stop target and reports the iterations it took, its env steps,
 its wall time with and without evaluation, and the last evaluation. On a GPU an iteration
-costs about the same at any N, so iterations are what the choice minimises; the same
-settings take the same iterations on any device, which is why a CPU can compare them.
+costs about the same at any N, so iterations are what the choice minimises. Settings take
+about as many iterations on a CPU as on a GPU (the same algorithm; only the random streams
+differ), which is why a CPU can compare them.
 `--compile` trains with `runtime.compile`'s path (the first run pays for compiling; later
 ones read torch's on-disk cache: the table gives every run).
 """
@@ -98,7 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"--device {device}: CUDA is not available on this machine")
-    meta = setup(args, f"GPU presets to target on {device}")
+    meta = setup(
+        args,
+        f"GPU presets to target on {device}",
+        "each run once: wall time from building the trainer to its stop target (with "
+        "--compile, a process's first run includes compiling)",
+    )
+    if device.startswith("cuda"):
+        meta["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        print(f"GPU {meta['gpu']}")
     rows = []
     for task in args.tasks:
         preset = CUDA_PRESETS[task]

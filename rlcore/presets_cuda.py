@@ -2,10 +2,11 @@
 
 On a GPU an iteration's cost is mostly fixed (kernel launches per env step and per minibatch
 step), whatever the number of envs, so what time-to-target counts is iterations. These
-settings take the fewest iterations to the target among those tried at N = 4,096 in the
-platform's own runs (the same algorithm computes the same iterations on any device, so
-they were compared on a CPU; benchmarks/README.md, *cuda_presets*), in the spirit of rsl_rl
-and MuJoCo Playground: 16-step rollouts, 8 to 10 epochs of 8 minibatches of 8,192.
+settings take the fewest iterations to the target among those tried at N = 4,096 (compared
+on a CPU, where settings take about as many iterations as on a GPU: the same algorithm, other
+random streams; benchmarks/README.md, *cuda_presets*, with their times on an H100), in the
+spirit of rsl_rl and MuJoCo Playground: 16-step rollouts, 8 to 10 epochs of 8 minibatches
+of 8,192.
 
 They set `env.device: cuda`; on a machine without CUDA they fail with one line naming it
 (`rlcore.envs.check_device`). `runtime.compile: true` adds the compiled, CUDA-graphed update.
