@@ -41,7 +41,9 @@ def summary(params: Params) -> str:
     trainer = params.trainer
     targets = trainer.stop_targets()
     stop = f", stopping at {targets}" if targets else ""
-    defaults = choose_preset(params.preset, params.env.name, params.algorithm.name)
+    defaults = choose_preset(
+        params.preset, params.env.name, params.algorithm.name, params.env.device
+    )
     return (
         f"{params.name}: {params.algorithm.name} on {params.env.name} ({params.env.num_envs} "
         f"envs, {params.env.device}), up to {trainer.total_env_steps:,d} env steps per seed"

@@ -117,15 +117,15 @@ PRESETS["gym_acrobot"] = ExperimentConfig(
     algo=PPOConfig(lr=1e-3, num_epochs=10, num_minibatches=8),
     trainer=TrainerConfig(total_env_steps=300_000, num_steps=64, eval_every_iters=10),
 )
-# The MuJoCo family's defaults (what a Gymnasium MuJoCo env without a preset of its own gets),
-# here on Walker2d, which has none (each env has at most one preset: `auto` finds it by
-# name). Chosen by the platform's study across tasks (search/mujoco_family-ppo.yaml): of its
-# trials so far, the best mean normalised score on Ant, Walker2d and Swimmer, and level with
-# the earlier family settings on the held-out InvertedPendulum, InvertedDoublePendulum,
-# Reacher and Pusher (benchmarks/README.md, *suite*). They are the settings the Hopper study
-# found (search/mujoco_hopper-ppo.yaml, trial 34): tanh 64x64, normalised observations,
-# log-std -0.57, 8 envs x 256 steps, 12 epochs of 32 minibatches, gamma 0.995, GAE 0.946,
-# lr 3.59e-4 decaying linearly, rewards x 0.1, smaller value and gradient-norm coefficients.
+# The MuJoCo family's defaults (what a Gymnasium MuJoCo env without a preset of its own gets), here
+# on Walker2d, which has none (each env has at most one preset per kind of device: `auto` finds it
+# by name). Chosen by the platform's study across tasks (search/mujoco_family-ppo.yaml): of its
+# trials so far, the best mean normalised score on Ant, Walker2d and Swimmer, and level with the
+# earlier family settings on the held-out InvertedPendulum, InvertedDoublePendulum, Reacher and
+# Pusher (benchmarks/README.md, *suite*). They are the settings the Hopper study found
+# (search/mujoco_hopper-ppo.yaml, trial 34): tanh 64x64, normalised observations, log-std -0.57, 8
+# envs x 256 steps, 12 epochs of 32 minibatches, gamma 0.995, GAE 0.946, lr 3.59e-4 decaying
+# linearly, rewards x 0.1, smaller value and gradient-norm coefficients.
 PRESETS["gym_locomotion"] = ExperimentConfig(
     env=EnvConfig("gymnasium:Walker2d-v5", num_envs=8),
     # The trial's values exactly as sampled (rounding them would change every run's bits).
@@ -400,9 +400,15 @@ class PresetChoice:
     generic: bool = False
 
 
-def choose_preset(name: str, env_name: str, algorithm: str) -> PresetChoice:
-    """The defaults of an experiment: preset `name`, or for `auto` the env's own preset, its
-    family's, or the library's; `none`: the library's. An algorithm of your own takes the
+def _accelerated(cfg: ExperimentConfig) -> bool:
+    """Whether a preset runs its env on an accelerator (a GPU preset)."""
+    return not cfg.env.device.startswith("cpu")
+
+
+def choose_preset(name: str, env_name: str, algorithm: str, device: str = "cpu") -> PresetChoice:
+    """The defaults of an experiment: preset `name`, or for `auto` the env's own preset (its
+    GPU preset where `device` is an accelerator and it has one), its family's, or the
+    library's; `none`: the library's. An algorithm of your own takes the
     presets of the algorithm its spec names in `presets_from` (the choice's config is then
     that algorithm's: see `algorithm_settings`), or none. Raises ValueError for an unknown
     name, or a named preset for an algorithm that takes none."""
@@ -423,8 +429,12 @@ def choose_preset(name: str, env_name: str, algorithm: str) -> PresetChoice:
             raise ValueError(f"unknown preset {name!r} for {whose}; one of: {known}")
         return PresetChoice(f"preset {name} ({whose})", table[name])
     own = [key for key, cfg in table.items() if cfg.env.name == env_name]
+    accelerated = not device.startswith("cpu")
+    on_device = [key for key in own if _accelerated(table[key]) == accelerated]
+    own = on_device or [key for key in own if not _accelerated(table[key])]
     if own:
-        return PresetChoice(f"preset {own[0]} ({whose}), the env's own", table[own[0]])
+        where = f" on {device}" if on_device and accelerated else ""
+        return PresetChoice(f"preset {own[0]} ({whose}), the env's own{where}", table[own[0]])
     family = env_family(env_name)
     preset_name = FAMILY_PRESETS.get(family or "", {}).get(source or "")
     if source is None or family is None or preset_name is None:

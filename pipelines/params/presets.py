@@ -37,12 +37,15 @@ def preset_choice(data: dict[str, Any]) -> PresetChoice:
     env_name = env.get("name") if isinstance(env, dict) else None
     if not isinstance(env_name, str):
         env_name = EnvConfig().name  # the library's default env (a named preset has its own)
+    device = env.get("device") if isinstance(env, dict) else None
+    if not isinstance(device, str):
+        device = EnvConfig().device  # `EnvConfig` reports a device that is not a string
     name = algorithm_name(data)
     try:
         algorithm_spec(name)
     except UnknownAlgorithmError:
         return PresetChoice("no preset")  # `_parse_algorithm` reports the name
-    return choose_preset(preset, env_name, name)
+    return choose_preset(preset, env_name, name, device)
 
 
 def with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -119,3 +119,12 @@ def test_a_cuda_preset_on_a_machine_without_cuda_is_one_line_and_runs_on_the_cpu
     path.write_text("preset: cuda_push_cube\nenv: {device: cpu}\n")
     assert main(["params", "--params", str(path)]) == 0
     assert "4096 envs" in capsys.readouterr().out
+
+
+def test_naming_a_gpu_for_an_env_picks_its_gpu_preset(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("env: {name: push_cube, device: cuda}\n")
+    params = load_params(path)
+    assert (params.env.num_envs, params.trainer.num_steps) == (4096, 16)
+    path.write_text("env: {name: push_cube, device: cuda, num_envs: 1024}\n")
+    assert load_params(path).env.num_envs == 1024  # the file still wins key by key

@@ -58,11 +58,13 @@ def test_auto_prefers_the_envs_own_preset_then_its_family_then_the_library():
 
 
 @pytest.mark.parametrize("algorithm", sorted(PRESETS_BY_ALGORITHM))
-def test_each_env_has_at_most_one_preset_per_algorithm(algorithm):
-    """`auto` picks the preset whose env is `env.name`: two would make the pick arbitrary
-    (a family's settings once shadowed Hopper-v5's tuned preset this way)."""
-    envs = [cfg.env.name for cfg in PRESETS_BY_ALGORITHM[algorithm].values()]
+def test_each_env_has_at_most_one_preset_per_algorithm_and_kind_of_device(algorithm):
+    """`auto` picks the preset whose env is `env.name` (on a GPU, its GPU preset): two would
+    make the pick arbitrary (a family's settings once shadowed Hopper-v5's tuned preset)."""
+    table = PRESETS_BY_ALGORITHM[algorithm].values()
+    envs = [(cfg.env.name, cfg.env.device == "cpu") for cfg in table]
     assert len(envs) == len(set(envs))
+    assert all(cfg.env.device in ("cpu", "cuda") for cfg in table)
 
 
 def test_named_presets_are_looked_up_per_algorithm():
@@ -159,3 +161,15 @@ def test_a_cuda_preset_without_cuda_is_one_line_naming_env_device(name):
         ConfigError, match=r"^env\.device 'cuda': CUDA is not available .*use 'cpu'$"
     ):
         Trainer(preset(name))
+
+
+def test_auto_takes_the_envs_gpu_preset_on_an_accelerator_and_its_cpu_one_elsewhere():
+    assert choose_preset("auto", "cartpole", "ppo").config is PRESETS["cartpole"]
+    gpu = choose_preset("auto", "cartpole", "ppo", device="cuda:1")
+    assert gpu.config is PRESETS["cuda_cartpole"] and gpu.description.endswith("on cuda:1")
+    assert choose_preset("auto", "push_cube", "ppo", "cuda").config is PRESETS["cuda_push_cube"]
+    # No GPU preset for the env (or the algorithm): its own preset, as on a CPU.
+    assert choose_preset("auto", "pendulum", "ppo", "cuda").config is PRESETS["pendulum"]
+    assert choose_preset("auto", "push_cube", "sac", "cuda").config is SAC_PRESETS["push_cube"]
+    # A GPU preset is never the CPU's choice, even for an env only a GPU preset names.
+    assert choose_preset("auto", "cartpole", "ppo", "cpu").config is not PRESETS["cuda_cartpole"]
