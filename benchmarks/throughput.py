@@ -19,6 +19,8 @@ Parts (`--parts`, default all), each timed at every N of `--sizes`:
   views into a real [N, T+1] rollout (`rlcore.rollout.step_slots`), T = `--num-steps`,
   under `torch.inference_mode()` as in the collector;
 - act: `policy.act(obs[:, t])` under `torch.inference_mode()` with the task preset's policy;
+- act_compiled, collector_compiled: the same through `rlcore.compiled_act` (the networks
+  compiled, the draws eager), the collector without host checks as on the compiled path;
 - collector: `SyncCollector.collect()` (N*T steps per call) and its overhead ratio
   `collector_sps / (N / (t_env_step + t_policy_act))` (1.0 = no overhead; target >= 0.9);
 - bare: the collector's loop with nothing but `policy.act` and `env.step` into the same
@@ -63,14 +65,17 @@ from benchmarks.common import (
     verdict,
     write_json,
 )
+from rlcore.collector import SyncCollector
+from rlcore.compiled_act import CompiledAct
 from rlcore.config import ExperimentConfig
 from rlcore.envs import ENVS, BatchedEnv, EnvConfig, make_env
 from rlcore.presets import PRESETS
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 from rlcore.trainer import Trainer
 
-PARTS = ("env", "act", "collector", "bare", "train", "gym")
-PRESET_PARTS = {"act", "collector", "bare", "train"}
+PARTS = ("env", "act", "collector", "bare", "train", "gym", "act_compiled", "collector_compiled")
+COMPILED_PARTS = {"act_compiled", "collector_compiled"}  # not in the default parts
+PRESET_PARTS = {"act", "collector", "bare", "train"} | COMPILED_PARTS
 TARGET_N = 4096
 TARGET_COLLECTOR_RATIO = 0.9
 TARGET_GYM_RATIO = 1.0
@@ -162,9 +167,12 @@ def experiment(
     )
 
 
-def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callable[[], object]]:
+def act_and_collect(
+    base: ExperimentConfig, n: int, t: int, compiled: bool = False
+) -> dict[str, Callable[[], object]]:
     """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
-    the bare act + step loop (its own env, policy weights and rollout layout)."""
+    the bare act + step loop (its own env, policy weights and rollout layout); `compiled`:
+    also the first two through `rlcore.compiled_act`."""
     trainer = Trainer(experiment(base, n, t, reps=0))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
@@ -191,7 +199,23 @@ def act_and_collect(base: ExperimentConfig, n: int, t: int) -> dict[str, Callabl
             bare_env.step(bare_policy.act(view, gen).action, slot)
         bare_obs[:, 0] = bare_obs[:, -1]
 
-    return {"act": acts, "collector": collector.collect, "bare": bare}
+    fns: dict[str, Callable[[], object]] = {
+        "act": acts, "collector": collector.collect, "bare": bare
+    }  # fmt: skip
+    if not compiled:
+        return fns
+    compiled_act = CompiledAct(policy)
+    compiled_collector = SyncCollector(
+        trainer.env, policy, trainer.rollout, trainer.generator, host_checks=False,
+        compile_act=True,
+    )  # fmt: skip
+
+    @torch.inference_mode()
+    def acts_compiled() -> None:
+        for view in views:
+            compiled_act.act(view, gen)
+
+    return fns | {"act_compiled": acts_compiled, "collector_compiled": compiled_collector.collect}
 
 
 def gym_cartpole_sweep(n: int, t: int) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -243,7 +267,8 @@ def run_size(
         env_cfg = PRESETS[task].env if task in PRESETS else EnvConfig(task)  # with its options
         fns["env"] = env_sweep(placed(dataclasses.replace(env_cfg, num_envs=n), device, options), t)
     if base is not None and parts & {"act", "collector", "bare"}:
-        fns |= {k: f for k, f in act_and_collect(base, n, t).items() if k in parts}
+        wanted = act_and_collect(base, n, t, compiled=bool(parts & COMPILED_PARTS))
+        fns |= {k: f for k, f in wanted.items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
     fns = {name: synchronized(fn, torch.device(device)) for name, fn in fns.items()}
@@ -257,6 +282,12 @@ def run_size(
         row |= {"env_step_s": timings["env"].median_s / t, "env_sps": sps["env"]}
     if "act" in timings:
         row |= {"act_s": timings["act"].median_s / t, "act_sps": sps["act"]}
+    for part in ("act_compiled", "collector_compiled"):
+        if part in timings:
+            row[f"{part}_sps"] = sps[part]
+            plain = part.removesuffix("_compiled")
+            if plain in timings:
+                row[f"{part}_ratio"] = timings[part].median_s / timings[plain].median_s
     if "collector" in timings:
         row["collector_sps"] = sps["collector"]
         if "env_step_s" in row and "act_s" in row:
@@ -288,6 +319,8 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("bare_sps", "bare SPS", ",.0f"),
     ("bare_ratio", "bare/ideal", ".3f"),
     ("collector_over_bare", "coll/bare", ".3f"),
+    ("act_compiled_ratio", "act compiled/eager", ".2f"),
+    ("collector_compiled_ratio", "coll compiled/eager", ".2f"),
     ("train_T", "train T", "d"),
     ("train_sps", "train SPS", ",.0f"),
     ("train_collect_s", "collect s", ".4f"),
@@ -344,7 +377,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--train-num-steps", type=int, default=None, help="T of the train part (preset's)"
     )
-    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument(
+        "--parts", nargs="+", choices=PARTS,
+        default=[part for part in PARTS if part not in COMPILED_PARTS],
+    )  # fmt: skip
     parser.add_argument("--compile", action="store_true", help="train part: runtime.compile's path")
     parser.add_argument(
         "--min-rep-s",

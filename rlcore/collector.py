@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
+from rlcore.compiled_act import CompiledAct
 from rlcore.envs.base import BatchedEnv
 from rlcore.episodes import EpisodeLists, EpisodeStats, episode_segments, episode_totals
 from rlcore.observations import as_observation, describe
@@ -120,6 +121,8 @@ class SyncCollector:
     at t, and 0 elsewhere; `value[:, T]` is the bootstrap value of the last observation.
     With `groups` (GRPO) it also writes `mask` and resets groups together (`GroupEpisodes`).
     `host_checks` False: no step reads the device (for envs that live on an accelerator).
+    `compile_act`: the collector's own policy acts through `torch.compile`d networks, with
+    the same random draws (`rlcore.compiled_act`).
     """
 
     def __init__(
@@ -130,8 +133,12 @@ class SyncCollector:
         generator: torch.Generator,
         groups: GroupEpisodes | None = None,
         host_checks: bool = True,
+        compile_act: bool = False,
     ) -> None:
         _check_parts(env, policy, rollout, groups)
+        # `runtime.compile`: the policy's act and value calls compiled (`rlcore.compiled_act`);
+        # other policies (SAC's squashed Gaussian) act eagerly.
+        self._compiled = CompiledAct(policy) if compile_act and isinstance(policy, Actor) else None
         self._with_value = VALUE in rollout
         self.env, self.policy, self.rollout, self.generator = env, policy, rollout, generator
         self.groups = groups
@@ -177,6 +184,9 @@ class SyncCollector:
         """
         ro, env = self.rollout, self.env
         policy = self.policy if policy is None else policy
+        calls: Actor | CompiledAct = policy
+        if policy is self.policy and self._compiled is not None:
+            calls = self._compiled
         obs, groups = ro[OBS], self.groups
         if groups is not None and groups.reset_every_rollout:
             self.reset()
@@ -188,7 +198,7 @@ class SyncCollector:
             self._cut.zero_()
         final_obs = self._final_views
         for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
-            out = policy.act(views.obs, self.generator)
+            out = calls.act(views.obs, self.generator)
             views.action.copy_(out.action)
             views.log_prob.copy_(out.log_prob)
             env.step(slot.action, slot)  # the rollout's copy: host-side envs view it
@@ -209,10 +219,10 @@ class SyncCollector:
                 # without host checks, every step (a critic forward instead of a sync).
                 if not self.host_checks or slot.truncated.any():
                     mask = slot.truncated & ~slot.terminated
-                    v_final = policy.value(env.final_obs)
+                    v_final = calls.value(env.final_obs)
                     torch.where(mask, v_final, views.final_value, out=views.final_value)
         if self._with_value:
-            ro[VALUE][:, -1] = policy.value(obs[:, -1])
+            ro[VALUE][:, -1] = calls.value(obs[:, -1])
         self._obs_at_end = True
         return self._finished_episodes()
 

@@ -104,8 +104,14 @@ class Actor(ReadsObservations):
             self.log_std = nn.Parameter(torch.full((out_dim,), cfg.init_log_std))
         else:
             raise ValueError(f"unsupported action space {action_space}: need Discrete or 1-D Box")
+        self.actor_out_dim = out_dim
         self._read_observations(obs_spec, cfg, with_critic=self.has_critic)
         self.actor = _mlp(self.actor_reader.out_dim, out_dim, cfg, out_gain=0.01)
+
+    @property
+    def network_device(self) -> torch.device:
+        """Where the networks (and so the sampling noise) live."""
+        return next(self.actor.parameters()).device
 
     def _actor_out(self, obs: Observation) -> torch.Tensor:
         return self.actor(self.actor_reader(self.inputs.normalized(obs)))
@@ -127,16 +133,27 @@ class Actor(ReadsObservations):
             floats += 2 * sum(m.out_features for m in net if isinstance(m, nn.Linear))
         return 4 * floats + sum(r.activation_bytes_per_sample() for r in readers)
 
-    def _sample(
-        self, out: torch.Tensor, generator: torch.Generator | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sampling_noise(
+        self, batch: int, generator: torch.Generator | None, device: torch.device
+    ) -> torch.Tensor:
+        """The random draws `act` makes for `batch` observations: uniform ones for Gumbel-max
+        sampling (discrete actions), standard normal ones otherwise. Drawn apart from the
+        networks so that `act_with_noise` is a pure tensor function (what the collector
+        compiles; a generator cannot enter compiled code).
+
+        Shape: [batch, actions] (discrete) or [batch, action_dim]
+        """
+        shape = (batch, self.actor_out_dim)
+        if self.discrete:
+            return torch.rand(shape, generator=generator, device=device)
+        return torch.randn(shape, generator=generator, device=device)
+
+    def _sample(self, out: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.discrete:
             # Gumbel-max sampling: argmax(logits + Gumbel noise) ~ Categorical(logits).
             log_probs = out.log_softmax(-1)
-            u = torch.rand(out.shape, generator=generator, device=out.device)
-            action = (log_probs - (-u.clamp_min_(1e-20).log_()).log_()).argmax(-1)
+            action = (log_probs - (-noise.clamp_min(1e-20).log()).log()).argmax(-1)
             return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        noise = torch.randn(out.shape, generator=generator, device=out.device)
         action = torch.addcmul(out, noise, self.log_std.exp())
         log_prob = (-0.5 * noise.square() - self.log_std - _HALF_LOG_2PI).sum(-1)
         return action, log_prob
@@ -147,7 +164,12 @@ class Actor(ReadsObservations):
         Shape:
             obs: entries [B, ...]; action: [B] int64 or [B, action_dim]; log_prob, value: [B]
         """
-        action, log_prob = self._sample(self._actor_out(obs), generator)
+        noise = self.sampling_noise(batch_size(obs), generator, self.network_device)
+        return self.act_with_noise(obs, noise)
+
+    def act_with_noise(self, obs: Observation, noise: torch.Tensor) -> ActOutput:
+        """`act` with its random draws given (`sampling_noise`): a pure tensor function."""
+        action, log_prob = self._sample(self._actor_out(obs), noise)
         return ActOutput(action, log_prob, None)
 
     def act_deterministic(self, obs: Observation) -> torch.Tensor:
@@ -205,10 +227,10 @@ class ActorCritic(Actor):
         """State values. Shape: obs entries [B, ...] -> [B]."""
         return self.critic(self.critic_reader(self.inputs.normalized(obs))).squeeze(-1)
 
-    def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
-        """`Actor.act`, with the critic's values of `obs` too (GAE's `value`)."""
+    def act_with_noise(self, obs: Observation, noise: torch.Tensor) -> ActOutput:
+        """`Actor.act_with_noise`, with the critic's values of `obs` too (GAE's `value`)."""
         x = self.inputs.normalized(obs)
-        action, log_prob = self._sample(self.actor(self.actor_reader(x)), generator)
+        action, log_prob = self._sample(self.actor(self.actor_reader(x)), noise)
         return ActOutput(action, log_prob, self.critic(self.critic_reader(x)).squeeze(-1))
 
     def evaluate(self, obs: Observation, action: torch.Tensor) -> EvalOutput:

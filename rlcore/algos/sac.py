@@ -145,9 +145,9 @@ class SAC:
         # eager update's order. Image observations' random shifts draw inside the losses:
         # those run eager.
         self._compiled = compile_update and not (self._images and cfg.random_shift)
-        if self._compiled:
-            self._critic_terms = torch.compile(self._critic_terms, dynamic=False)
-            self._actor_terms = torch.compile(self._actor_terms, dynamic=False)
+        if self._compiled:  # sizes turn dynamic at a second size (as `WholeStep`'s do)
+            self._critic_terms = torch.compile(self._critic_terms)
+            self._actor_terms = torch.compile(self._actor_terms)
 
     def _autocast(self) -> torch.autocast:
         """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""

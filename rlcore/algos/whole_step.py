@@ -145,14 +145,19 @@ class WholeStep:
         self.sums = torch.zeros(num_stats, device=device)
         self.count = torch.zeros((), device=device)
         self.active = torch.ones((), dtype=torch.bool, device=device)
-        self._forward = torch.compile(self._forward_eager, dynamic=False)
-        self._update = torch.compile(self._update_eager, dynamic=False)
+        # Shapes start static; a process that trains a second size (a search's trials)
+        # compiles one graph with dynamic sizes that serves every later size, rather than
+        # one graph per size until torch's recompile limit silently leaves them eager.
+        self._forward = torch.compile(self._forward_eager)
+        self._update = torch.compile(self._update_eager)
         self.graphs_wanted = graphs and device.type == "cuda"
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._bound: tuple[int, ...] | None = None
         self._sources: dict[str, torch.Tensor] = {}
         self._obs: dict[str, torch.Tensor] = {}
-        self._shape = (0, 0)
+        # (N, T) of the bound rollout, as device tensors: data, not constants of the graph.
+        self._num_envs = torch.zeros((), dtype=torch.long, device=device)
+        self._horizon = torch.ones((), dtype=torch.long, device=device)
 
     def begin(self, rollout: TensorDict) -> None:
         """Start an update on `rollout` (the same storage every update: graphs stay valid)."""
@@ -172,7 +177,8 @@ class WholeStep:
         if pointers == self._bound:
             return
         self._bound, self._graphs = pointers, {}
-        self._shape = (rollout.batch_size[0], num_steps(rollout))
+        self._num_envs.fill_(rollout.batch_size[0])
+        self._horizon.fill_(num_steps(rollout))
         self._sources = {key: _flat(value) for key, value in fields.items()}
         self._obs = {key: _flat(value) for key, value in obs.items()}
 
@@ -195,7 +201,7 @@ class WholeStep:
         self._update(loss, stats)
 
     def _forward_eager(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        num_envs, horizon = self._shape
+        num_envs, horizon = self._num_envs, self._horizon
         # Transition (env i, step t) lives at row t * N + i of the time-major storage.
         rows = (indices % horizon) * num_envs + indices // horizon
         take = {key: src.index_select(0, rows) for key, src in self._sources.items()}

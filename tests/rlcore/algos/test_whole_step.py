@@ -120,3 +120,34 @@ def test_a_compiled_run_resumes_bit_identically(tmp_path):
     adams = straight.algo.optimizer.device_adam, resumed.algo.optimizer.device_adam
     assert torch.equal(adams[0].lr, adams[1].lr)  # the adapted rate came back too
     assert torch.equal(adams[0].exp_avg_sq, adams[1].exp_avg_sq)
+
+
+def test_trainers_of_many_sizes_in_one_process_all_step_compiled():
+    # A search's trials differ in N and minibatch size; one graph per size would reach
+    # torch's recompile limit (8) and leave later trials eager without a word. Sizes turn
+    # dynamic at the second size instead, so one more graph serves all of them.
+    from torch._dynamo.utils import counters
+
+    def trained(num_envs: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+        cfg = ExperimentConfig(
+            env=EnvConfig("cartpole", num_envs=num_envs),
+            policy=PolicyConfig(hidden_sizes=(16, 16)),
+            trainer=TrainerConfig(total_env_steps=num_envs * 16, num_steps=16, eval_every_iters=0),
+            algo=PPOConfig(num_epochs=1, num_minibatches=2),
+        )
+        graphs = counters["stats"]["unique_graphs"]
+        trainer = Trainer(cfg, compile_loss=True, sync_every=10)
+        before = flat_params(trainer.policy)
+        trainer._train_iteration()
+        trainer.flush()
+        return counters["stats"]["unique_graphs"] - graphs, before, flat_params(trainer.policy)
+
+    sizes = [9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29]  # sizes no other test compiles
+    new_graphs = []
+    for num_envs in sizes:
+        graphs, before, after = trained(num_envs)
+        new_graphs.append(graphs)
+        assert (after - before).abs().max() > 1e-5  # every trainer learnt
+    # The first two sizes may compile (static, then dynamic); none after them.
+    assert sum(new_graphs[2:]) == 0
+    assert sum(new_graphs) <= 6
