@@ -61,11 +61,20 @@ def run(task: str, variant: str, cfg: ExperimentConfig, seed: int, compiled: boo
     cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, seed=seed))
     evals: list[dict[str, float]] = []
     eval_s = [0.0]
+    curve: list[tuple[float, int, float, float]] = []
 
     def sink(step: int, metrics: dict[str, float]) -> None:
         if "time/eval_s" in metrics:
             eval_s[0] += metrics["time/eval_s"]
             evals.append(metrics)
+            curve.append(
+                (
+                    time.perf_counter() - start - eval_s[0],
+                    step,
+                    metrics.get("eval/episode_return", float("nan")),
+                    metrics.get("eval/success_rate", float("nan")),
+                )
+            )
 
     start = time.perf_counter()
     trainer = Trainer(cfg, sink=sink, compile_loss=compiled)
@@ -83,6 +92,7 @@ def run(task: str, variant: str, cfg: ExperimentConfig, seed: int, compiled: boo
         "wall_ex_eval_s": wall - eval_s[0],
         "return": last.get("eval/episode_return", float("nan")),
         "success": last.get("eval/success_rate", float("nan")),
+        "curve": curve,  # (wall s without evaluation, env steps, return, success) per evaluation
     }
 
 

@@ -200,13 +200,13 @@ COLUMNS = [
 ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--rows", nargs="+", type=int, default=[512, 2048], help="minibatch sizes")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed repetition")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     meta = setup(args, "One PPO minibatch step: eager, loss compiled, whole step compiled, graphed")
     device = torch.device(args.device)
     results = []
