@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
 from pipelines.params import parse_params
+from rlcore.algos.compile import compile_pays
 from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
 
@@ -67,8 +68,10 @@ def run_ours(
         cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=eval_episodes,
         stop_at_eval_return=None, stop_at_eval_success=None,
     )  # fmt: skip
+    # `runtime.compile: auto`, as the user's file (stop targets included) decides it.
+    compiled, _ = compile_pays(cfg)
     cpu, wall = time.process_time(), time.perf_counter()
-    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
+    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
     eval_cpu = [0.0]
     curve: list[tuple[int, float, float]] = []
 
@@ -88,7 +91,8 @@ def run_ours(
     if trainer.eval_env is not None:
         trainer.eval_env.close()
     ret = result.eval_metrics["eval/episode_return"]
-    return row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s) | {"curve": curve}
+    ours = row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
+    return ours | {"curve": curve, "compiled": compiled}
 
 
 def run_sb3(

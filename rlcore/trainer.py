@@ -117,7 +117,11 @@ class Trainer:
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
         if compile_loss:  # before building envs, which may take long (simulators, processes)
             check_compile_available(torch.device(env_cfg.device))
-        self.env, self.eval_env = self._make_envs(env_cfg, algorithm.same_step_reset)
+        # Compiling: a Gymnasium env resets within the step, so that every step is a
+        # transition and PPO's update can take the compiled whole step (never masked).
+        self.env, self.eval_env = self._make_envs(
+            env_cfg, algorithm.same_step_reset or compile_loss
+        )
         device = self.env.device
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).
@@ -158,10 +162,12 @@ class Trainer:
         self.collector.reset(seed=dist.seed(tc.seed))
         self.last_eval: dict[str, float] = {}
 
-    def _make_envs(self, env_cfg: EnvConfig, grouped: bool) -> tuple[BatchedEnv, BatchedEnv | None]:
+    def _make_envs(
+        self, env_cfg: EnvConfig, every_step_a_transition: bool
+    ) -> tuple[BatchedEnv, BatchedEnv | None]:
         """The training envs, and the evaluation envs on rank 0 (none elsewhere)."""
         tc = self.cfg.trainer
-        env = make_env(env_cfg, grouped=grouped)
+        env = make_env(env_cfg, every_step_a_transition=every_step_a_transition)
         if tc.stop_at_eval_success is not None and not env.has_success:
             env.close()
             raise ConfigError(

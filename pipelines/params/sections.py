@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from pipelines.params.errors import describe_errors
+from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
 from rlcore.algos.registry import (
     UnknownAlgorithmError,
     algorithm_names,
@@ -126,12 +127,13 @@ class RuntimeParams(_Section):
         f"the fewest that span {LOG_EVERY_ENV_STEPS:,d} env steps (1 for PPO's long "
         "rollouts, 1,000 for a 1-env SAC iteration of one step)",
     )
-    compile: bool = Field(
-        False,
+    compile: bool | Literal["auto"] = Field(
+        "auto",
         description="compile the updates with torch.compile (needs a C++ compiler on CPU, "
         "Triton on CUDA): PPO's whole minibatch step (CUDA graphs on CUDA; metrics read from "
         "the device only every log_every_iters), GRPO's loss, SAC's losses on CUDA; seconds "
-        "to compile",
+        "to compile. auto: PPO's step where it pays back (a run planned for at least "
+        f"{AUTO_COMPILE_MIN_STEPS:,d} minibatch steps, no stop target, the compiler present)",
     )
 
     @field_validator("log_every_iters")
@@ -140,6 +142,14 @@ class RuntimeParams(_Section):
         if isinstance(value, int) and value < 1:
             raise ValueError(f"must be >= 1 or auto, got {value}")
         return value
+
+    def compiles(self, cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]:
+        """Whether `cfg` trains compiled, and why for `auto` (`rlcore.algos.compile`)."""
+        if self.compile == "auto":
+            from rlcore.algos.compile import compile_pays  # imports torch: a stage's choice
+
+            return compile_pays(cfg, world_size)
+        return self.compile, ""
 
     def log_every(self, env_steps_per_iter: int) -> int:
         """Iterations per logged point: `log_every_iters`, or for auto the fewest that span

@@ -166,7 +166,8 @@ def _train_trial(
     for k in range(restored.get("seed_index", 0), len(runs)):
         # this run's evaluations of the metric (a task's: normalised), in order
         seen: list[float] = list(restored.get("seen", []))
-        trainings.train_run(k, seen, train, params.runtime.compile, resume if restored else None)
+        compiled, _ = params.runtime.compiles(runs[k].cfg)
+        trainings.train_run(k, seen, train, compiled, resume if restored else None)
         restored = {}  # the next seed starts from scratch
     live.stored()
     return statistics.fmean(trainings.finals)

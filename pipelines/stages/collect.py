@@ -45,7 +45,9 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
     outputs = StagedOutputs([layout.collect_metrics])
     check_writable(dataset, directory=True)
     remove_interrupted_saves(dataset)
-    env = make_env(cfg.env, grouped=True)  # every step a transition (Gymnasium: same-step reset)
+    env = make_env(
+        cfg.env, every_step_a_transition=True
+    )  # every step a transition (Gymnasium: same-step reset)
     policy: Actor | UniformRandomPolicy
     if cc.policy == "random":
         if not isinstance(env.action_space, spaces.Box):

@@ -207,11 +207,10 @@ def train(params: Params, layout: Layout | None = None) -> dict[str, float]:
     with process_group_from_env(cfg.env.device) as dist:
         curve = Curve(total_env_steps=0)
         runtime = params.runtime
+        compiled, _ = runtime.compiles(cfg, dist.world_size)
         # Compiled runs read the device only where they log (see rlcore's Trainer.sync_every).
-        sync_every = runtime.log_every(cfg.steps_per_iter) if runtime.compile else 1
-        trainer = Trainer(
-            cfg, sink=curve, dist=dist, compile_loss=runtime.compile, sync_every=sync_every
-        )
+        sync_every = runtime.log_every(cfg.steps_per_iter) if compiled else 1
+        trainer = Trainer(cfg, sink=curve, dist=dist, compile_loss=compiled, sync_every=sync_every)
         # One trainer per seed: a second one (a `dvc repro` beside another) stops here,
         # once the experiment is known to build, before it reads or writes anything.
         lock = run_lock(layout.train_lock, f"train of seed {layout.seed}")
@@ -258,8 +257,17 @@ def _announce(params: Params, trainer: Trainer, curve: Curve, seed: int) -> None
     )
     for row in curve.rows:  # a resumed run's evaluations so far
         curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
-    if params.runtime.compile:
-        print("[train] runtime.compile: the first update compiles its steps", flush=True)
+    note = _compile_note(params.runtime.compile, *params.runtime.compiles(cfg, processes))
+    if note:
+        print(note, flush=True)
+
+
+def _compile_note(setting: bool | str, compiled: bool, why: str) -> str:
+    """The line `_announce` prints about compiling ("" when eager was asked for)."""
+    if not compiled:
+        return f"[train] runtime.compile auto: eager ({why})" if setting == "auto" else ""
+    said = f" auto ({why})" if setting == "auto" else ""
+    return f"[train] runtime.compile{said}: the first update compiles its steps"
 
 
 def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:

@@ -13,11 +13,14 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
 from rlcore.errors import CompileUnavailableError
+
+if TYPE_CHECKING:
+    from rlcore.config import ExperimentConfig
 
 F = TypeVar("F", bound=Callable)
 
@@ -50,3 +53,30 @@ def maybe_compile(fn: F, enabled: bool) -> F:
     a short last chunk), so a run compiles at most a couple of times.
     """
     return torch.compile(fn) if enabled else fn  # type: ignore[return-value]
+
+
+def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]:
+    """Whether `runtime.compile: auto` compiles this run, and why, in a few words.
+
+    Only PPO's whole minibatch step pays back its compiling; it needs one process and
+    whole minibatches. A run with a stop target may end within seconds (the builtin tasks'
+    presets do), and a short run cannot pay back seconds of compiling, so both stay eager;
+    so does a machine without the compiler backend.
+    """
+    from rlcore.algos import config
+
+    algo = cfg.algo
+    if not isinstance(algo, config.PPOConfig):
+        return False, "only PPO's update compiles as a whole step"
+    if world_size > 1 or algo.microbatch_size not in (None, "auto"):
+        return False, "several processes or explicit micro-batches: no whole step"
+    if cfg.trainer.stop_at():
+        return False, "a stop target: the run may end before compiling pays back"
+    steps = cfg.total_iters * algo.num_epochs * algo.num_minibatches
+    if steps < config.AUTO_COMPILE_MIN_STEPS:
+        return False, f"{steps:,d} minibatch steps planned, too few to pay back compiling"
+    try:
+        check_compile_available(torch.device(cfg.env.device))
+    except CompileUnavailableError as exc:
+        return False, str(exc).split(",")[0]
+    return True, f"{steps:,d} minibatch steps planned"

@@ -12,6 +12,11 @@ LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
 # cost more in per-chunk overhead than in compute on CPU (`benchmarks.update_memory`).
 MIN_AUTO_MICROBATCH = 2048
+# Fewest planned minibatch steps for which `runtime.compile: auto` compiles PPO's step
+# (`rlcore.algos.compile.compile_pays`): a cold compile costs about ten seconds of CPU and
+# the whole step saves about 0.7 ms a step at the MuJoCo family's sizes
+# (benchmarks/README.md, *fast_path*), so a run breaks even near 15,000.
+AUTO_COMPILE_MIN_STEPS = 20_000
 
 Check = Callable[[bool, str, str], None]
 

@@ -29,14 +29,15 @@ def make_env(
     cfg: EnvConfig,
     num_envs: int | None = None,
     *,
-    grouped: bool = False,
+    every_step_a_transition: bool = False,
     render_size: int | None = None,
 ) -> BatchedEnv:
     """Build the configured env (optionally with another instance count, e.g. for eval).
 
-    `grouped`: the env will run grouped episodes (GRPO), which need every step to be a
-    transition, so a Gymnasium env built with `sync`/`async` resets within the step unless
-    its `autoreset` option says otherwise. `render_size`: frames will be asked for at this
+    `every_step_a_transition`: the run needs every env step to be a transition (GRPO's
+    grouped episodes; the compiled whole step, whose minibatches are never masked), so a
+    Gymnasium env built with `sync`/`async` resets within the step unless its `autoreset`
+    option says otherwise. `render_size`: frames will be asked for at this
     size (the video stage), so a Gymnasium env that renders offscreen at a fixed size is
     built at it rather than rendering large and shrinking every frame.
 
@@ -54,7 +55,7 @@ def make_env(
         env_id = cfg.name.removeprefix(GYMNASIUM_PREFIX)
         options = dict(cfg.options)
         _check_options(cfg.name, GymnasiumEnv, options)
-        if grouped and options.get("vectorization", "sync") in ("sync", "async"):
+        if every_step_a_transition and options.get("vectorization", "sync") in ("sync", "async"):
             options.setdefault("autoreset", "same-step")
         return _built(
             cfg,

@@ -113,6 +113,31 @@ def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeyp
     assert metrics["iterations"] == 6 and not layout.resume_checkpoint.exists()
 
 
+def test_runtime_compile_auto_compiles_only_runs_long_enough_and_says_why(
+    tmp_path, monkeypatch, capsys
+):
+    params = parse_params(TINY)
+    assert params.runtime.compile == "auto"  # the default
+    train(params, Layout(tmp_path / "short"))
+    out = capsys.readouterr().out
+    assert "[train] runtime.compile auto: eager (24 minibatch steps planned, too few" in out
+    # The same run where 24 minibatch steps pay back compiling: it trains compiled.
+    monkeypatch.setattr("rlcore.algos.config.AUTO_COMPILE_MIN_STEPS", 24)
+    built = []
+    real_trainer = train.__globals__["Trainer"]
+
+    def recording(*args, **kwargs):
+        built.append(kwargs["compile_loss"])
+        return real_trainer(*args, **kwargs)
+
+    monkeypatch.setitem(train.__globals__, "Trainer", recording)
+    metrics = train(params, Layout(tmp_path / "long"))
+    out = capsys.readouterr().out
+    assert built == [True]
+    assert "[train] runtime.compile auto (24 minibatch steps planned): the first update" in out
+    assert metrics["iterations"] == 6
+
+
 def test_best_checkpoint_holds_the_policy_of_the_best_evaluation(tmp_path):
     layout = Layout(tmp_path)
     metrics = train(parse_params(TINY), layout)

@@ -65,3 +65,47 @@ def test_without_a_cpu_compiler_the_trainer_refuses_before_training(monkeypatch,
     with pytest.raises(CompileUnavailableError, match=r"runtime\.compile"):
         Trainer(cfg, compile_loss=True)
     Trainer(cfg)  # eager training needs no compiler
+
+
+def _planned(steps: int, **changes) -> ExperimentConfig:
+    """A PPO run of `steps` env steps (8 envs x 16 steps an iteration, 4 x 4 minibatch steps
+    an update: 128 env steps buy 16 minibatch steps)."""
+    trainer = {"total_env_steps": steps, "num_steps": 16, **changes.pop("trainer", {})}
+    return ExperimentConfig(
+        env=EnvConfig("cartpole", num_envs=8),
+        trainer=TrainerConfig(**trainer),
+        algo=PPOConfig(num_epochs=4, num_minibatches=4, **changes),
+    )
+
+
+def test_auto_compiles_ppo_runs_long_enough_to_pay_back_compiling():
+    from rlcore.algos.compile import compile_pays
+    from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
+
+    iterations = AUTO_COMPILE_MIN_STEPS // 16  # 16 minibatch steps an iteration
+    assert compile_pays(_planned(128 * iterations)) == (
+        True, f"{AUTO_COMPILE_MIN_STEPS:,d} minibatch steps planned"
+    )  # fmt: skip
+    compiled, why = compile_pays(_planned(128 * (iterations - 1)))
+    assert not compiled and why.startswith(f"{AUTO_COMPILE_MIN_STEPS - 16:,d} minibatch steps")
+    long = 128 * iterations
+    for cfg, reason in [
+        (_planned(long, trainer={"stop_at_eval_return": 475.0}), "a stop target"),
+        (_planned(long, microbatch_size=32), "explicit micro-batches"),
+        (ExperimentConfig(EnvConfig("pendulum"), algorithm="grpo", algo=GRPOConfig()), "only PPO"),
+    ]:
+        compiled, why = compile_pays(cfg)
+        assert not compiled and reason in why
+    compiled, why = compile_pays(_planned(long), world_size=2)
+    assert not compiled and "several processes" in why
+
+
+def test_auto_stays_eager_without_a_compiler(monkeypatch):
+    from rlcore.algos.compile import compile_pays
+    from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
+
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert compile_pays(_planned(128 * AUTO_COMPILE_MIN_STEPS)) == (
+        False, "runtime.compile on CPU needs a C++ compiler (g++ or clang++ on PATH"
+    )  # fmt: skip

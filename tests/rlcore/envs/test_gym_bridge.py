@@ -535,9 +535,9 @@ def test_the_rollouts_action_column_steps_like_any_other_action(env_id, options,
 def test_grouped_episodes_get_a_same_step_env_unless_told_otherwise():
     cfg = EnvConfig("gymnasium:CartPole-v1", num_envs=4)
     assert make_env(cfg).has_invalid_steps  # Gymnasium's default: next-step
-    assert not make_env(cfg, grouped=True).has_invalid_steps  # GRPO needs same-step
+    assert not make_env(cfg, every_step_a_transition=True).has_invalid_steps  # GRPO needs same-step
     told = dataclasses.replace(cfg, options={"autoreset": "next-step"})
-    env = make_env(told, grouped=True)
+    env = make_env(told, every_step_a_transition=True)
     policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
     rollout = make_rollout(RolloutSpec.for_env(env, 4, with_value=True, with_mask=True))
     with pytest.raises(ValueError, match="autoreset 'same-step'"):
