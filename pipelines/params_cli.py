@@ -44,10 +44,14 @@ def summary(params: Params) -> str:
     defaults = choose_preset(
         params.preset, params.env.name, params.algorithm.name, params.env.device
     )
+    compiled = ""
+    if params.runtime.compile == "auto":
+        compiles, why = params.runtime.compiles(params.experiment(seed=params.seeds[0]))
+        compiled = f"; runtime.compile auto: {'compiled' if compiles else 'eager'} ({why})"
     return (
         f"{params.name}: {params.algorithm.name} on {params.env.name} ({params.env.num_envs} "
         f"envs, {params.env.device}), up to {trainer.total_env_steps:,d} env steps per seed"
-        f"{stop}, seeds {params.seeds}; unset keys from {defaults.description}"
+        f"{stop}, seeds {params.seeds}; unset keys from {defaults.description}{compiled}"
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from rlcore.algos.compile import compiled
 from rlcore.policies import Actor, ActOutput
 from rlcore.policy_inputs import Observation, batch_size
 
@@ -27,8 +28,8 @@ class CompiledAct:
     def __init__(self, policy: Actor) -> None:
         self.policy = policy
         # Sizes start static and turn dynamic when a second one appears in the process.
-        self._act = torch.compile(policy.act_with_noise)
-        self._value = torch.compile(policy.value) if policy.has_critic else None
+        self._act = compiled(policy.act_with_noise)
+        self._value = compiled(policy.value) if policy.has_critic else None
 
     def act(self, obs: Observation, generator: torch.Generator | None = None) -> ActOutput:
         """`policy.act(obs, generator)`: the same draws, the networks compiled."""

@@ -46,13 +46,28 @@ def check_compile_available(device: torch.device) -> None:
         )
 
 
+# Graphs torch keeps for one compiled function before it leaves that function eager, with
+# only a logged warning (torch's default: 8). One process may train many architectures in
+# turn (a search's trials over network sizes, a suite of tasks whose observation sizes
+# differ), and each is a graph of its own: parameters' shapes never turn dynamic.
+RECOMPILE_LIMIT = 64
+
+
+def compiled(fn: F, **options: object) -> F:
+    """`torch.compile(fn, **options)`, with room for the graphs of `RECOMPILE_LIMIT`
+    architectures per function in this process (the limit is torch's, process-wide)."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
+    return torch.compile(fn, **options)  # type: ignore[return-value]
+
+
 def maybe_compile(fn: F, enabled: bool) -> F:
     """`fn` compiled by `torch.compile` when `enabled`, else `fn` itself.
 
     Shapes start static and become dynamic after the first change (masked minibatches,
     a short last chunk), so a run compiles at most a couple of times.
     """
-    return torch.compile(fn) if enabled else fn  # type: ignore[return-value]
+    return compiled(fn) if enabled else fn
 
 
 def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]:

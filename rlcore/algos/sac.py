@@ -20,6 +20,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from rlcore.algos.base import AlgorithmContext
+from rlcore.algos.compile import compiled
 from rlcore.algos.sac_config import SACConfig
 from rlcore.encoders import random_shift
 from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
@@ -146,8 +147,8 @@ class SAC:
         # those run eager.
         self._compiled = compile_update and not (self._images and cfg.random_shift)
         if self._compiled:  # sizes turn dynamic at a second size (as `WholeStep`'s do)
-            self._critic_terms = torch.compile(self._critic_terms)
-            self._actor_terms = torch.compile(self._actor_terms)
+            self._critic_terms = compiled(self._critic_terms)
+            self._actor_terms = compiled(self._actor_terms)
 
     def _autocast(self) -> torch.autocast:
         """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import TensorDict
 
+from rlcore.algos.compile import compiled
 from rlcore.algos.sgd import FlatGradients
 from rlcore.rollout import (
     ACTION,
@@ -148,8 +149,8 @@ class WholeStep:
         # Shapes start static; a process that trains a second size (a search's trials)
         # compiles one graph with dynamic sizes that serves every later size, rather than
         # one graph per size until torch's recompile limit silently leaves them eager.
-        self._forward = torch.compile(self._forward_eager)
-        self._update = torch.compile(self._update_eager)
+        self._forward = compiled(self._forward_eager)
+        self._update = compiled(self._update_eager)
         self.graphs_wanted = graphs and device.type == "cuda"
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._bound: tuple[int, ...] | None = None

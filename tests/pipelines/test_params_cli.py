@@ -12,6 +12,20 @@ from pipelines.params import load_params
 REPO = Path(__file__).resolve().parents[2]
 
 
+def test_params_says_whether_runtime_compile_auto_compiles_and_why(tmp_path, capsys):
+    long = tmp_path / "long.yaml"  # 2,000 iterations x 4 epochs x 4 minibatches = 32,000 steps
+    long.write_text(
+        "preset: none\nenv: {name: pendulum, num_envs: 8}\n"
+        "algorithm: {ppo: {num_epochs: 4, num_minibatches: 4}}\n"
+        "trainer: {num_steps: 16, total_env_steps: 256000}\n"
+    )
+    assert main(["params", "--params", str(long)]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("runtime.compile auto: compiled (32,000 minibatch steps planned)")
+    assert main(["params", "--params", str(REPO / "params.yaml")]) == 0  # stops at its target
+    assert "runtime.compile auto: eager (a stop target" in capsys.readouterr().out
+
+
 def test_show_prints_a_resolved_experiment_that_reads_back_the_same(tmp_path, capsys):
     sparse = tmp_path / "params.yaml"
     sparse.write_text("name: pend\nenv: {name: pendulum, num_envs: 8}\nalgorithm: {name: sac}\n")

@@ -109,3 +109,23 @@ def test_auto_stays_eager_without_a_compiler(monkeypatch):
     assert compile_pays(_planned(128 * AUTO_COMPILE_MIN_STEPS)) == (
         False, "runtime.compile on CPU needs a C++ compiler (g++ or clang++ on PATH"
     )  # fmt: skip
+
+
+def test_compiled_functions_keep_compiling_past_torchs_default_of_eight_graphs():
+    # One process may train many architectures in turn (a search over network sizes, a
+    # suite of tasks): each is a graph of its own. Past torch's default limit (8) the
+    # function would run eager, with only a logged warning.
+    from torch._dynamo.utils import counters
+
+    from rlcore.algos.compile import RECOMPILE_LIMIT, compiled
+
+    def layer(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ weight)
+
+    step = compiled(layer, backend="eager", dynamic=False)  # a new shape: a new graph
+    graphs = counters["stats"]["unique_graphs"]
+    for width in range(3, 15):  # 12 architectures
+        weight = torch.ones(width, 2)
+        assert torch.equal(step(weight, torch.ones(1, width)), torch.tanh(torch.ones(1, 2) * width))
+    assert counters["stats"]["unique_graphs"] - graphs == 12
+    assert torch._dynamo.config.recompile_limit >= RECOMPILE_LIMIT
