@@ -45,9 +45,8 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
     outputs = StagedOutputs([layout.collect_metrics])
     check_writable(dataset, directory=True)
     remove_interrupted_saves(dataset)
-    env = make_env(
-        cfg.env, every_step_a_transition=True
-    )  # every step a transition (Gymnasium: same-step reset)
+    # Every step a transition (a Gymnasium env resets within the step).
+    env = make_env(cfg.env, every_step_a_transition=True)
     policy: Actor | UniformRandomPolicy
     if cc.policy == "random":
         if not isinstance(env.action_space, spaces.Box):
