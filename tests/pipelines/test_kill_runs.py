@@ -23,6 +23,9 @@ from benchmarks.kill_runs import (
 
 # One seed, a third of the benchmark's run: enough to be killed mid-run and resumed.
 SMALL = {"seeds": [0], "trainer": {"total_env_steps": 16 * 8 * 32}, "search": {"n_trials": 4}}
+# A run of several seconds, not SMALL's half second: CI once saw a loaded machine schedule the
+# test's poll late enough that the trainer finished (and removed resume.pt) before the freeze.
+LONGER = {"seeds": [0], "trainer": {"total_env_steps": 16 * 8 * 320}}
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
@@ -40,15 +43,22 @@ def project(tmp_path):
     return tmp_path, env
 
 
+@pytest.fixture
+def long_project(tmp_path):
+    env = scratch_env()
+    make_project(tmp_path, env, LONGER)
+    return tmp_path, env
+
+
 def start(root, env, target):
     return subprocess.Popen(COMMANDS[target], cwd=root, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
 
 
-def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resumes(project):
+def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resumes(long_project):
     """SIGKILL: `dvc` cannot pass anything on. (SIGTERM's own handling: test_lifeline.py;
     both, 20 times each at random points: benchmarks/kill_runs.py.)"""
-    root, env = project
+    root, env = long_project
     dvc = start(root, env, "repro")
     resume = root / "outputs" / "seeds" / "0" / "checkpoints" / "resume.pt"
     wait_until(resume.exists, poll_s=0.01)  # a trainer is running and has saved progress
@@ -59,6 +69,7 @@ def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resume
     os.killpg(dvc.pid, signal.SIGSTOP)
     trainers = [p for p, c in stage_processes(root).items() if "pipelines train" in c]
     assert trainers
+    assert resume.exists(), "the trainer finished before the freeze: nothing left to resume"
     dvc.send_signal(signal.SIGKILL)
     dvc.wait(timeout=60)
     with contextlib.suppress(ProcessLookupError):  # the group outlives dvc while a stage runs
