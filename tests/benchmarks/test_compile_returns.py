@@ -1,0 +1,59 @@
+"""benchmarks/compile_returns.py: the modes differ in one thing each, the summary's figures
+against hand-computed ones, and resuming skips what a results file holds."""
+
+import json
+import math
+
+import pytest
+
+from benchmarks import compile_returns
+from benchmarks.compile_returns import experiment, seed_range, summarize, welch_t
+
+
+def test_only_the_same_step_mode_sets_the_reset_option():
+    eager, same_step = (
+        experiment("Hopper-v5", 1000, "eager"),
+        experiment("Hopper-v5", 1000, "same-step"),
+    )
+    assert eager.env.options == {}
+    assert same_step.env.options == {"autoreset": "same-step"}
+    assert eager.trainer.total_env_steps == same_step.trainer.total_env_steps == 1000
+    assert eager.algorithm == same_step.algorithm  # the family's settings, the same in both
+
+
+def test_welch_t_against_a_hand_computed_value():
+    # means 3 and 1, variances 1 and 1, n 3 each: se = sqrt(1/3 + 1/3), t = 2 / se
+    assert welch_t([2.0, 3.0, 4.0], [0.0, 1.0, 2.0]) == pytest.approx(2 / math.sqrt(2 / 3))
+    assert math.isnan(welch_t([1.0], [1.0, 2.0]))
+
+
+def test_summary_lines_per_env_and_mode():
+    runs = [(0, "eager", 100.0, 10.0), (1, "eager", 300.0, 20.0),
+            (0, "compiled", 200.0, 5.0), (1, "compiled", 400.0, 7.0)]  # fmt: skip
+    rows = [{"env": "E", "seed": s, "mode": m, "return": r, "cpu_s": c} for s, m, r, c in runs]
+    lines = summarize(rows)
+    assert lines[2] == "| E | eager | 2 | 200 ± 141 | 200 | 15 |  |"
+    # t = (300 - 200) / sqrt(20000/2 + 20000/2) = 100 / 141.42
+    assert lines[3] == "| E | compiled | 2 | 300 ± 141 | 300 | 6 | +0.71 |"
+
+
+def test_seed_ranges():
+    assert seed_range("0-3") == [0, 1, 2, 3]
+    assert seed_range("7") == [7]
+
+
+def test_a_run_already_in_the_results_file_is_not_run_again(tmp_path, monkeypatch):
+    results = tmp_path / "r.jsonl"
+    done = {"env": "Hopper-v5", "seed": 0, "mode": "eager", "return": 1.0, "cpu_s": 1.0}
+    results.write_text(json.dumps(done) + "\n")
+    ran = []
+
+    def fake_run(env_id, seed, mode, steps, eval_episodes):  # stands in for training only
+        ran.append((env_id, seed, mode))
+        return {"env": env_id, "seed": seed, "mode": mode, "return": 2.0, "cpu_s": 1.0}
+
+    monkeypatch.setattr(compile_returns, "run", fake_run)
+    compile_returns.main(["--envs", "Hopper-v5", "--seeds", "0-1", "--modes", "eager",
+                          "--results", str(results)])  # fmt: skip
+    assert ran == [("Hopper-v5", 1, "eager")]
+    assert len(results.read_text().splitlines()) == 2
