@@ -117,11 +117,7 @@ class Trainer:
         env_cfg = replace(cfg.env, device=dist.device(cfg.env.device))
         if compile_loss:  # before building envs, which may take long (simulators, processes)
             check_compile_available(torch.device(env_cfg.device))
-        # Compiling: a Gymnasium env resets within the step, so that every step is a
-        # transition and PPO's update can take the compiled whole step (never masked).
-        self.env, self.eval_env = self._make_envs(
-            env_cfg, algorithm.same_step_reset or compile_loss
-        )
+        self.env, self.eval_env = self._make_envs(env_cfg, algorithm.same_step_reset)
         device = self.env.device
         # Parameters are initialised on the CPU (then moved), from a seeded fork of its RNG;
         # every rank starts from rank 0's (identical already, but made sure).

@@ -75,17 +75,18 @@ class PPO:
     def build(cls, ctx: AlgorithmContext) -> PPO:
         """PPO for one run, on the compiled whole-step path where the run allows it."""
         assert isinstance(ctx.policy, ActorCritic)
-        # The compiled whole step where nothing needs the host: every transition is one
-        # (no invalid steps), one process, whole minibatches (no explicit micro-batches).
+        # The compiled whole step: one process, whole minibatches (no explicit micro-batches).
+        # An env with invalid steps (Gymnasium's next-step reset) varies the minibatch sizes
+        # from update to update, so its steps are not captured as CUDA graphs (one per size).
         whole_step = (
             ctx.compile_loss
-            and not ctx.env.has_invalid_steps
             and ctx.dist.world_size == 1
             and ctx.cfg.microbatch_size in (None, "auto")
         )
         return cls(
             ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist,
             ctx.compile_loss and not whole_step, whole_step,
+            graphs=not ctx.env.has_invalid_steps,
         )  # fmt: skip
 
     def __init__(
@@ -97,6 +98,7 @@ class PPO:
         dist: Distributed | None = None,
         compile_loss: bool = False,
         whole_step: bool = False,
+        graphs: bool = True,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
         self.dist = dist or Distributed()
@@ -109,7 +111,7 @@ class PPO:
                 self._loss_terms, self.optimizer.use_device_adam(), self.optimizer.grads,
                 num_stats=len(STAT_NAMES), normalize_advantage=cfg.normalize_advantage,
                 max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
-                kl_index=STAT_NAMES.index("stats/approx_kl"), graphs=True,
+                kl_index=STAT_NAMES.index("stats/approx_kl"), graphs=graphs,
             )  # fmt: skip
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
         self.return_norm = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
@@ -190,18 +192,24 @@ class PPO:
 
     def _update_whole_step(self, rollout: TensorDict) -> dict[str, torch.Tensor]:
         """`update`'s epochs on the compiled whole-step path: the same minibatches from
-        the same random draws, no host reads."""
+        the same random draws, no host reads (but one where the env has invalid steps:
+        Gymnasium's next-step reset; such an env is on the host anyway)."""
         cfg, steps = self.cfg, self.whole_step
         assert steps is not None
         steps.begin(rollout)
         tv = transition_view(rollout)
-        total = tv.batch_size.numel()
-        for _ in range(cfg.num_epochs):
+        valid = tv.get(MASK, None)
+        # The transitions, in env-major order, as `epoch_minibatches` covers them.
+        rows = None if valid is None else valid.reshape(-1).nonzero().squeeze(1)
+        total = tv.batch_size.numel() if rows is None else rows.numel()
+        for _ in range(cfg.num_epochs if total else 0):
             if cfg.num_minibatches == 1:  # storage order, no draw (as `epoch_minibatches`)
-                steps.step(torch.arange(total, device=tv.device))
+                steps.step(torch.arange(total, device=tv.device) if rows is None else rows)
                 continue
             perm = torch.randperm(total, generator=self.generator, device=tv.device)
-            for indices in perm.tensor_split(cfg.num_minibatches):
+            if rows is not None:
+                perm = rows[perm]
+            for indices in perm.tensor_split(min(cfg.num_minibatches, total)):
                 steps.step(indices)
         self.optimizer.end_update()
         means = steps.sums / steps.count.clamp(min=1.0)
@@ -213,7 +221,10 @@ class PPO:
         if self.policy.aux_head is None:
             del metrics["loss/aux"]
         metrics |= {
-            "stats/explained_variance": explained_variance_tensor(tv[VALUE], tv[VALUE_TARGET]),
+            "stats/explained_variance": explained_variance_tensor(
+                tv[VALUE] if valid is None else tv[VALUE][valid],
+                tv[VALUE_TARGET] if valid is None else tv[VALUE_TARGET][valid],
+            ),
             "train/lr": adam.lr.clone(),
             "train/minibatches": steps.count.clone(),
         }

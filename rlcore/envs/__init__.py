@@ -35,7 +35,7 @@ def make_env(
     """Build the configured env (optionally with another instance count, e.g. for eval).
 
     `every_step_a_transition`: the run needs every env step to be a transition (GRPO's
-    grouped episodes; the compiled whole step, whose minibatches are never masked), so a
+    grouped episodes; the offline dataset collector), so a
     Gymnasium env built with `sync`/`async` resets within the step unless its `autoreset`
     option says otherwise. `render_size`: frames will be asked for at this
     size (the video stage), so a Gymnasium env that renders offscreen at a fixed size is

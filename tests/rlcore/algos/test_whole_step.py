@@ -10,8 +10,9 @@ from rlcore.algos.whole_step import DeviceAdam
 from rlcore.collector import SyncCollector
 from rlcore.config import EnvConfig, ExperimentConfig, TrainerConfig
 from rlcore.envs import Pendulum
+from rlcore.envs.gym_bridge import GymnasiumEnv
 from rlcore.policies import ActorCritic, PolicyConfig
-from rlcore.rollout import RolloutSpec, make_rollout
+from rlcore.rollout import MASK, RolloutSpec, make_rollout, transition_view
 from rlcore.trainer import Trainer
 
 
@@ -19,10 +20,10 @@ def flat_params(policy):
     return torch.cat([p.detach().flatten() for p in policy.parameters()])
 
 
-def pendulum_rollout():
-    """A small Pendulum policy, its rollout and a reset collector filling it."""
+def pendulum_rollout(env=None):
+    """A small Pendulum policy (or one for `env`), its rollout and a reset collector."""
     torch.manual_seed(0)
-    env = Pendulum(8)
+    env = env or Pendulum(8)
     policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
     rollout = make_rollout(RolloutSpec.for_env(env, 16, with_value=True))
     collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
@@ -30,10 +31,10 @@ def pendulum_rollout():
     return policy, rollout, collector
 
 
-def updated(cfg: PPOConfig, whole_step: bool, updates: int = 1):
+def updated(cfg: PPOConfig, whole_step: bool, updates: int = 1, env=None):
     """The policy's parameters before and after `updates` PPO updates on fresh rollouts,
     the last update's metrics (as floats), and the PPO."""
-    policy, rollout, collector = pendulum_rollout()
+    policy, rollout, collector = pendulum_rollout(env)
     ppo = PPO(policy, cfg, 4, torch.Generator().manual_seed(2), whole_step=whole_step)
     before = flat_params(policy)
     for _ in range(updates):
@@ -57,6 +58,34 @@ def test_the_whole_step_takes_the_eager_steps(cfg):
     assert not torch.allclose(before, eager, atol=1e-4)
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
     assert fused_metrics.keys() == eager_metrics.keys()
+    for key, value in eager_metrics.items():
+        assert fused_metrics[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
+
+
+@pytest.mark.parametrize("num_minibatches", [1, 4])
+def test_the_whole_step_takes_the_eager_steps_over_an_envs_valid_steps_only(num_minibatches):
+    # Gymnasium's next-step reset: a step per episode is no transition (masked). The whole
+    # step covers the valid ones in the eager order, so the update is the eager one.
+    cfg = PPOConfig(num_epochs=2, num_minibatches=num_minibatches, lr=3e-3)
+    runs = []
+    for whole_step in (False, True):
+        env = GymnasiumEnv("CartPole-v1", 4)
+        try:
+            policy, rollout, collector = pendulum_rollout(env)
+            ppo = PPO(policy, cfg, 4, torch.Generator().manual_seed(2), whole_step=whole_step)
+            before = flat_params(policy)
+            masked = 0
+            for _ in range(3):
+                collector.collect()
+                masked += int((~transition_view(rollout)[MASK]).sum())
+                metrics = ppo.update(rollout)
+        finally:
+            env.close()
+        runs.append((before, flat_params(policy), {k: float(v) for k, v in metrics.items()}))
+        assert masked > 0  # episodes ended: there were steps to leave out
+    (before, eager, eager_metrics), (_, fused, fused_metrics) = runs
+    assert not torch.allclose(before, eager, atol=1e-4)
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
     for key, value in eager_metrics.items():
         assert fused_metrics[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
 
@@ -154,16 +183,15 @@ def test_trainers_of_many_sizes_in_one_process_all_step_compiled():
 
 
 @pytest.mark.parametrize(
-    ("compiled", "options", "whole_step"),
-    [(False, {}, False), (True, {}, True), (True, {"autoreset": "next-step"}, False)],
-    ids=["eager", "compiled", "compiled-told-next-step"],
+    ("compiled", "options", "invalid_steps"),
+    [(False, {}, True), (True, {}, True), (True, {"autoreset": "same-step"}, False)],
+    ids=["eager", "compiled", "compiled-same-step"],
 )
-def test_a_compiled_run_on_gymnasium_resets_within_the_step_and_takes_the_whole_step(
-    compiled, options, whole_step
+def test_a_compiled_run_on_gymnasium_keeps_the_envs_reset_and_takes_the_whole_step(
+    compiled, options, invalid_steps
 ):
-    # Gymnasium's default (next-step) reset leaves one step per episode that is no
-    # transition; masked minibatches keep the update off the whole step. Compiling, the
-    # env resets within the step unless the file says otherwise.
+    # Compiling changes the update, never the env: Gymnasium's default (next-step) reset
+    # stays, and its masked steps are left out of the whole step's minibatches as of eager ones.
     cfg = ExperimentConfig(
         env=EnvConfig("gymnasium:CartPole-v1", num_envs=4, options=options),
         policy=PolicyConfig(hidden_sizes=(16,)),
@@ -172,8 +200,8 @@ def test_a_compiled_run_on_gymnasium_resets_within_the_step_and_takes_the_whole_
     )
     trainer = Trainer(cfg, compile_loss=compiled, sync_every=10)
     try:
-        assert trainer.env.has_invalid_steps is (not whole_step)
-        assert (trainer.algo.whole_step is not None) is whole_step
+        assert trainer.env.has_invalid_steps is invalid_steps
+        assert (trainer.algo.whole_step is not None) is compiled
         before = flat_params(trainer.policy)
         result = trainer.run()
         assert result.env_steps == 4 * 64 * 2
