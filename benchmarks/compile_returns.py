@@ -12,10 +12,11 @@ that differ in one thing each:
 
 - `eager`: the eager update, Gymnasium's default next-step reset (a masked step per episode);
 - `same-step`: the eager update, `env.options.autoreset: same-step` (every step a transition);
-- `compiled`: the compiled whole step, which builds the env to reset within the step, as
-  `runtime.compile` does.
+- `compiled`: the compiled whole step (`runtime.compile`), the env as in `eager`.
 
-`eager` vs `same-step` isolates the reset, `same-step` vs `compiled` the compiler. Each run is
+`eager` vs `compiled` isolates the compiler (the same update to float rounding, by
+construction and test, so the question is whether rounding's drift costs return), `eager`
+vs `same-step` the reset (GRPO's and the offline collector's envs). Each run is
 evaluated on `--eval-episodes` deterministic episodes of seeds training never used. A run is
 one line of the results file (JSON), written when it ends, so an interrupted benchmark
 resumes where it stopped. The summary prints per env and mode the mean, std and median over

@@ -83,7 +83,7 @@ def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]
     algo = cfg.algo
     if not isinstance(algo, config.PPOConfig):
         return False, "only PPO's update compiles as a whole step"
-    if world_size > 1 or algo.microbatch_size not in (None, "auto"):
+    if not algo.takes_whole_steps(world_size):
         return False, "several processes or explicit micro-batches: no whole step"
     if cfg.trainer.stop_at():
         return False, "a stop target: the run may end before compiling pays back"

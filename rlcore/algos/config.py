@@ -108,6 +108,12 @@ class PPOConfig:
                 f"trainer.num_steps = {rollout} transitions, got {self.num_minibatches}"
             )
 
+    def takes_whole_steps(self, world_size: int) -> bool:
+        """Whether a compiled update runs as whole compiled steps (`rlcore.algos.whole_step`):
+        one process, whole minibatches (no explicit micro-batches); else only the loss
+        compiles."""
+        return world_size == 1 and self.microbatch_size in (None, "auto")
+
     def report(self) -> ReportedSettings:
         """What the run report shows of these settings."""
         extra = (

@@ -75,14 +75,9 @@ class PPO:
     def build(cls, ctx: AlgorithmContext) -> PPO:
         """PPO for one run, on the compiled whole-step path where the run allows it."""
         assert isinstance(ctx.policy, ActorCritic)
-        # The compiled whole step: one process, whole minibatches (no explicit micro-batches).
         # An env with invalid steps (Gymnasium's next-step reset) varies the minibatch sizes
         # from update to update, so its steps are not captured as CUDA graphs (one per size).
-        whole_step = (
-            ctx.compile_loss
-            and ctx.dist.world_size == 1
-            and ctx.cfg.microbatch_size in (None, "auto")
-        )
+        whole_step = ctx.compile_loss and ctx.cfg.takes_whole_steps(ctx.dist.world_size)
         return cls(
             ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist,
             ctx.compile_loss and not whole_step, whole_step,
