@@ -21,6 +21,10 @@ evaluated on `--eval-episodes` deterministic episodes of seeds training never us
 one line of the results file (JSON), written when it ends, so an interrupted benchmark
 resumes where it stopped. The summary prints per env and mode the mean, std and median over
 seeds, the mean training CPU seconds, and Welch's t of each mode against `eager`.
+
+`--same-state-update K` instead trains eager for K updates and runs the next update both
+eagerly and as the compiled whole step from the same state: the relative difference of the
+two parameter changes (float rounding: ~1e-6).
 """
 
 from __future__ import annotations
@@ -77,6 +81,45 @@ def run(env_id: str, seed: int, mode: str, steps: int, eval_episodes: int) -> di
     }  # fmt: skip
 
 
+def same_state_update(env_id: str, updates: int, steps: int = 300_000) -> dict[str, float]:
+    """Train eager for `updates` updates, collect one more rollout, then run the next update
+    both ways from that same state (policy, Adam, rollout, random stream): how far apart
+    the two parameter changes are, relative to the change itself. Where returns differ
+    between the modes, this says whether the update mid-run is still the same update."""
+    import copy
+
+    import torch
+
+    from rlcore.algos.ppo import PPO
+
+    cfg = experiment(env_id, steps, "eager")
+    trainer_cfg = dataclasses.replace(cfg.trainer, eval_every_iters=0, seed=0)
+    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
+    for _ in range(updates):
+        trainer._train_iteration()
+    trainer.collector.collect()
+    eager = trainer.algo
+    assert isinstance(eager, PPO)
+    policy, rollout = copy.deepcopy(trainer.policy), trainer.rollout.clone()
+    generator = torch.Generator().set_state(trainer.generator.get_state())
+    whole = PPO(policy, eager.cfg, eager.optimizer.total_updates, generator, whole_step=True)
+    whole.load_state_dict(copy.deepcopy(eager.state_dict()))
+
+    def flat(module: torch.nn.Module) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+    before = flat(trainer.policy)
+    eager.update(trainer.rollout)
+    whole.update(rollout)
+    delta_eager, delta_whole = flat(trainer.policy) - before, flat(policy) - before
+    trainer.env.close()
+    return {
+        "update": updates,
+        "change_norm": float(delta_eager.norm()),
+        "relative_difference": float((delta_whole - delta_eager).norm() / delta_eager.norm()),
+    }
+
+
 def load(paths: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:
@@ -131,7 +174,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summarize", type=Path, nargs="+", default=None,
                         help="print the table of these results files and stop")  # fmt: skip
+    parser.add_argument("--same-state-update", type=int, metavar="K", default=None,
+                        help="compare one update from the state after K eager updates, "
+                        "on each env, and stop")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.same_state_update is not None:
+        for env_id in args.envs:
+            print(env_id, json.dumps(same_state_update(env_id, args.same_state_update)))
+        return
     if args.summarize:
         print("\n".join(summarize(load(args.summarize))))
         return

@@ -57,3 +57,9 @@ def test_a_run_already_in_the_results_file_is_not_run_again(tmp_path, monkeypatc
                           "--results", str(results)])  # fmt: skip
     assert ran == [("Hopper-v5", 1, "eager")]
     assert len(results.read_text().splitlines()) == 2
+
+
+def test_one_update_from_a_mid_run_state_is_the_same_update_both_ways():
+    result = compile_returns.same_state_update("CartPole-v1", updates=3, steps=50_000)
+    assert result["change_norm"] > 1e-3  # the update moved the parameters
+    assert result["relative_difference"] < 1e-4  # by float rounding only
