@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
 from pipelines.params import parse_params
-from rlcore.algos.compile import compile_pays
+from pipelines.params.sections import RuntimeParams
 from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
 
@@ -68,8 +68,8 @@ def run_ours(
         cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=eval_episodes,
         stop_at_eval_return=None, stop_at_eval_success=None,
     )  # fmt: skip
-    # `runtime.compile: auto`, as the user's file (stop targets included) decides it.
-    compiled, _ = compile_pays(cfg)
+    # `runtime.compile` at its default, as a file holding only `env.name` decides it.
+    compiled, _ = RuntimeParams().compiles(cfg)
     cpu, wall = time.process_time(), time.perf_counter()
     trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
     eval_cpu = [0.0]

@@ -17,13 +17,18 @@ def test_params_says_whether_runtime_compile_auto_compiles_and_why(tmp_path, cap
     long.write_text(
         "preset: none\nenv: {name: pendulum, num_envs: 8}\n"
         "algorithm: {ppo: {num_epochs: 4, num_minibatches: 4}}\n"
-        "trainer: {num_steps: 16, total_env_steps: 256000}\n"
+        "trainer: {num_steps: 16, total_env_steps: 256000}\nruntime: {compile: auto}\n"
     )
     assert main(["params", "--params", str(long)]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith("runtime.compile auto: compiled (32,000 minibatch steps planned)")
-    assert main(["params", "--params", str(REPO / "params.yaml")]) == 0  # stops at its target
+    stopping = tmp_path / "stopping.yaml"  # the default experiment, auto: it stops at a target
+    default = (REPO / "params.yaml").read_text()
+    stopping.write_text(default.replace("compile: false", "compile: auto"))
+    assert main(["params", "--params", str(stopping)]) == 0
     assert "runtime.compile auto: eager (a stop target" in capsys.readouterr().out
+    assert main(["params", "--params", str(REPO / "params.yaml")]) == 0  # eager: no line
+    assert "runtime.compile" not in capsys.readouterr().out
 
 
 def test_show_prints_a_resolved_experiment_that_reads_back_the_same(tmp_path, capsys):

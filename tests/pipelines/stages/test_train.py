@@ -116,8 +116,7 @@ def test_an_eager_run_resumes_with_runtime_compile_switched_on(tmp_path, monkeyp
 def test_runtime_compile_auto_compiles_only_runs_long_enough_and_says_why(
     tmp_path, monkeypatch, capsys
 ):
-    params = parse_params(TINY)
-    assert params.runtime.compile == "auto"  # the default
+    params = parse_params(TINY | {"runtime": {"compile": "auto"}})
     train(params, Layout(tmp_path / "short"))
     out = capsys.readouterr().out
     assert "[train] runtime.compile auto: eager (24 minibatch steps planned, too few" in out
