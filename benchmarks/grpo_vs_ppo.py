@@ -13,7 +13,9 @@ stop, and a deterministic evaluation about every `--eval-interval` env steps. Va
 - `grpo`: the GRPO preset, `episode_mode: restart_groups` (a group is re-reset together
   once all its members are done);
 - `grpo-first`: the same with the seed's `first_done` mode (only each env's first episode of
-  a rollout reaches the loss).
+  a rollout reaches the loss);
+- `grpo-compiled`, `ppo-compiled` (not in the default variants): `grpo`, `ppo` with
+  `runtime.compile` (whole compiled minibatch steps; compiling counts in the wall time).
 
 Reported per run: the final evaluation (`eval/episode_return`, and `eval/success_rate` where
 the task has one), wall time with and without evaluation (`time/eval_s`), the env steps at
@@ -39,18 +41,22 @@ TASKS: dict[str, tuple[str, float, int]] = {
     "cartpole": ("eval/episode_return", 475.0, 300_000),
     "push_cube": ("eval/success_rate", 0.8, 1_000_000),
 }
-VARIANTS: dict[str, tuple[str, str | None]] = {  # name -> (algorithm, GRPO episode mode)
-    "ppo": ("ppo", None),
-    "grpo": ("grpo", "restart_groups"),
-    "grpo-first": ("grpo", "first_done"),
+# name -> (algorithm, GRPO episode mode, compiled)
+VARIANTS: dict[str, tuple[str, str | None, bool]] = {
+    "ppo": ("ppo", None, False),
+    "grpo": ("grpo", "restart_groups", False),
+    "grpo-first": ("grpo", "first_done", False),
+    "ppo-compiled": ("ppo", None, True),
+    "grpo-compiled": ("grpo", "restart_groups", True),
 }
+DEFAULT_VARIANTS = ["ppo", "grpo", "grpo-first"]
 
 
 def variant_config(
     task: str, variant: str, seed: int, budget: int, eval_interval: int
 ) -> ExperimentConfig:
     """The variant's preset with `seed`, the shared budget, no early stop, evenly spaced evals."""
-    algorithm, mode = VARIANTS[variant]
+    algorithm, mode, _ = VARIANTS[variant]
     base = preset(task, algorithm)
     if mode is not None:
         base = dataclasses.replace(base, algo=dataclasses.replace(base.algo, episode_mode=mode))
@@ -79,7 +85,7 @@ def run_one(task: str, variant: str, seed: int, budget: int, interval: int) -> d
             fractions.append(metrics["stats/loss_fraction"])
 
     start = time.perf_counter()
-    result = Trainer(cfg, sink=sink).run()
+    result = Trainer(cfg, sink=sink, compile_loss=VARIANTS[variant][2]).run()
     wall = time.perf_counter() - start
     eval_s = sum(m.get("time/eval_s", 0.0) for _, m in evals)
     reached = [step for step, m in evals if m[metric] >= threshold]
@@ -129,7 +135,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--eval-interval", type=int, default=16_384, help="env steps")
     parser.add_argument(

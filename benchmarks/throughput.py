@@ -21,6 +21,9 @@ Parts (`--parts`, default all), each timed at every N of `--sizes`:
 - act: `policy.act(obs[:, t])` under `torch.inference_mode()` with the task preset's policy;
 - act_compiled, collector_compiled: the same through `rlcore.compiled_act` (the networks
   compiled, the draws eager), the collector without host checks as on the compiled path;
+- collector_graphed (CUDA, builtin envs): the collector as `runtime.compile` runs it there,
+  its T steps one CUDA graph (`rlcore.collection_graph`), against the ideal and the eager
+  collector;
 - collector: `SyncCollector.collect()` (N*T steps per call) and its overhead ratio
   `collector_sps / (N / (t_env_step + t_policy_act))` (1.0 = no overhead; target >= 0.9);
 - bare: the collector's loop with nothing but `policy.act` and `env.step` into the same
@@ -65,6 +68,7 @@ from benchmarks.common import (
     verdict,
     write_json,
 )
+from rlcore.collection_graph import graph_refusal
 from rlcore.collector import SyncCollector
 from rlcore.compiled_act import CompiledAct
 from rlcore.config import ExperimentConfig
@@ -73,8 +77,11 @@ from rlcore.presets import PRESETS
 from rlcore.rollout import OBS, RolloutSpec, make_rollout, step_slots
 from rlcore.trainer import Trainer
 
-PARTS = ("env", "act", "collector", "bare", "train", "gym", "act_compiled", "collector_compiled")
-COMPILED_PARTS = {"act_compiled", "collector_compiled"}  # not in the default parts
+PARTS = (
+    "env", "act", "collector", "bare", "train", "gym", "act_compiled", "collector_compiled",
+    "collector_graphed",
+)  # fmt: skip
+COMPILED_PARTS = {"act_compiled", "collector_compiled", "collector_graphed"}  # not by default
 PRESET_PARTS = {"act", "collector", "bare", "train"} | COMPILED_PARTS
 TARGET_N = 4096
 TARGET_COLLECTOR_RATIO = 0.9
@@ -168,11 +175,12 @@ def experiment(
 
 
 def act_and_collect(
-    base: ExperimentConfig, n: int, t: int, compiled: bool = False
+    base: ExperimentConfig, n: int, t: int, compiled: bool = False, graphed: bool = False
 ) -> dict[str, Callable[[], object]]:
     """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
     the bare act + step loop (its own env, policy weights and rollout layout); `compiled`:
-    also the first two through `rlcore.compiled_act`."""
+    also the first two through `rlcore.compiled_act`; `graphed`: also the collector with
+    its steps one CUDA graph (captured here), where the env allows it."""
     trainer = Trainer(experiment(base, n, t, reps=0))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
@@ -202,6 +210,13 @@ def act_and_collect(
     fns: dict[str, Callable[[], object]] = {
         "act": acts, "collector": collector.collect, "bare": bare
     }  # fmt: skip
+    if graphed and graph_refusal(trainer.env, host_checks=False, restart_groups=False) is None:
+        graphed_collector = SyncCollector(
+            trainer.env, policy, trainer.rollout, trainer.generator, host_checks=False,
+            graph_steps=True,
+        )  # fmt: skip
+        graphed_collector.collect()  # runs and captures
+        fns["collector_graphed"] = graphed_collector.collect
     if not compiled:
         return fns
     compiled_act = CompiledAct(policy)
@@ -267,7 +282,9 @@ def run_size(
         env_cfg = PRESETS[task].env if task in PRESETS else EnvConfig(task)  # with its options
         fns["env"] = env_sweep(placed(dataclasses.replace(env_cfg, num_envs=n), device, options), t)
     if base is not None and parts & {"act", "collector", "bare"}:
-        wanted = act_and_collect(base, n, t, compiled=bool(parts & COMPILED_PARTS))
+        compiled = bool(parts & (COMPILED_PARTS - {"collector_graphed"}))
+        graphed = "collector_graphed" in parts
+        wanted = act_and_collect(base, n, t, compiled=compiled, graphed=graphed)
         fns |= {k: f for k, f in wanted.items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
@@ -293,6 +310,12 @@ def run_size(
         if "env_step_s" in row and "act_s" in row:
             row["ideal_sps"] = n / (row["env_step_s"] + row["act_s"])
             row["collector_ratio"] = row["collector_sps"] / row["ideal_sps"]
+    if "collector_graphed" in timings:
+        row["collector_graphed_sps"] = sps["collector_graphed"]
+        if "ideal_sps" in row:
+            row["collector_graphed_ratio"] = row["collector_graphed_sps"] / row["ideal_sps"]
+        if "collector_sps" in row:
+            row["graphed_over_eager"] = row["collector_graphed_sps"] / row["collector_sps"]
     if "bare" in timings:
         row["bare_sps"] = sps["bare"]
         if "collector_sps" in row:
@@ -321,6 +344,8 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("collector_over_bare", "coll/bare", ".3f"),
     ("act_compiled_ratio", "act compiled/eager", ".2f"),
     ("collector_compiled_ratio", "coll compiled/eager", ".2f"),
+    ("collector_graphed_ratio", "coll graphed/ideal", ".3f"),
+    ("graphed_over_eager", "coll graphed/eager", ".2f"),
     ("train_T", "train T", "d"),
     ("train_sps", "train SPS", ",.0f"),
     ("train_collect_s", "collect s", ".4f"),
@@ -353,6 +378,15 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     }
                 )
     return checks
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    """One size's figures on one line, printed as it ends (a killed run keeps what it measured)."""
+    return ", ".join(
+        f"{key} {value:,.4g}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in row.items()
+        if key not in ("env", "N", "T")
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -411,6 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         for n in args.sizes:
             print(f"... {task} N={n}", flush=True)
             rows.append(run_size(task, n, base, args, parts))
+            print("    " + _row_line(rows[-1]), flush=True)  # each size as it ends: long runs
     print()
     print_table(rows, [c for c in COLUMNS if any(c[0] in r for r in rows)])
     checks = summarize(rows)

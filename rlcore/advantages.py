@@ -59,8 +59,9 @@ def group_normalize(
     group_size: int,
     eps: float,
     advantage_out: torch.Tensor,
-) -> float:
-    """Write masked group-normalised advantages; return the mean within-group return std.
+) -> torch.Tensor:
+    """Write masked group-normalised advantages; return the mean within-group return std
+    (a 0-d tensor on the device: no host read).
 
     Envs `[kG, (k+1)G)` form group k. At every step, the mean and (unbiased) std are taken
     over the group's members with `mask` set, and `A = (G - mean) / (std + eps)` for them;
@@ -81,6 +82,5 @@ def group_normalize(
     std = (deviation.square().sum(1, keepdim=True) / (count - 1.0).clamp_min(1.0)).sqrt_()
     torch.div(deviation, std + eps, out=advantage_out.view(shape))
     compared = count >= 2
-    if not compared.any():
-        return 0.0
-    return std[compared].mean().item()
+    cells = compared.sum(dtype=std.dtype)
+    return torch.where(compared, std, 0.0).sum() / cells.clamp_min(1.0)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
+from rlcore.collection_graph import CollectionGraph, graph_refusal
 from rlcore.compiled_act import CompiledAct
 from rlcore.envs.base import BatchedEnv
 from rlcore.episodes import EpisodeLists, EpisodeStats, episode_segments, episode_totals
@@ -122,7 +123,9 @@ class SyncCollector:
     With `groups` (GRPO) it also writes `mask` and resets groups together (`GroupEpisodes`).
     `host_checks` False: no step reads the device (for envs that live on an accelerator).
     `compile_act`: the collector's own policy acts through `torch.compile`d networks, with
-    the same random draws (`rlcore.compiled_act`).
+    the same random draws (`rlcore.compiled_act`). `graph_steps` (CUDA, no host checks):
+    the T steps of its own policy run as one CUDA graph from the second rollout on
+    (`rlcore.collection_graph`); ValueError where they cannot.
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class SyncCollector:
         groups: GroupEpisodes | None = None,
         host_checks: bool = True,
         compile_act: bool = False,
+        graph_steps: bool = False,
     ) -> None:
         _check_parts(env, policy, rollout, groups)
         # `runtime.compile`: the policy's act and value calls compiled (`rlcore.compiled_act`);
@@ -166,6 +170,24 @@ class SyncCollector:
         self._collects = 0  # rollouts collected: an `EpisodeStats` reads only its own
         if groups is not None:
             self._group_offsets = torch.arange(groups.group_size, device=dev)
+        self._graph: CollectionGraph | None = None
+        if graph_steps:
+            refusal = graph_refusal(env, host_checks, groups is not None and groups.restart_groups)
+            if refusal is not None:
+                raise ValueError(f"graph_steps: {refusal}")
+            steps = self._compiled or policy
+            generators = {id(g): g for g in (generator, *(env.graph_generators() or ()))}
+            self._graph = CollectionGraph(lambda: self._steps(steps), generators.values(), dev)
+
+    @property
+    def graphs_steps(self) -> bool:
+        """Whether its own policy's steps run as a CUDA graph (`graph_steps`)."""
+        return self._graph is not None
+
+    @property
+    def graph_captured(self) -> bool:
+        """Whether that graph is captured (after the first `collect`)."""
+        return self._graph is not None and self._graph.captured
 
     def reset(self, seed: int | None = None) -> None:
         """Reset every env (seeded; by groups if grouped) and start fresh episodes."""
@@ -182,7 +204,7 @@ class SyncCollector:
         `policy` acts in place of the collector's own for this call (an off-policy warm-up's
         random actions); it must have no critic where the rollout has no `value`.
         """
-        ro, env = self.rollout, self.env
+        ro = self.rollout
         policy = self.policy if policy is None else policy
         calls: Actor | CompiledAct = policy
         if policy is self.policy and self._compiled is not None:
@@ -196,7 +218,17 @@ class SyncCollector:
             ro[FINAL_VALUE].zero_()
         if groups is not None and groups.restart_groups:
             self._cut.zero_()
-        final_obs = self._final_views
+        if self._graph is not None and policy is self.policy:
+            self._graph()
+        else:
+            self._steps(calls)
+        self._obs_at_end = True
+        return self._finished_episodes()
+
+    def _steps(self, calls: Actor | CompiledAct) -> None:
+        """The T steps: act, step the env into the rollout, bootstrap values; device work
+        only where the collector has no host checks (what a CUDA graph may capture)."""
+        env, groups, final_obs = self.env, self.groups, self._final_views
         for t, (slot, views) in enumerate(zip(self._slots, self._policy_views, strict=True)):
             out = calls.act(views.obs, self.generator)
             views.action.copy_(out.action)
@@ -222,9 +254,7 @@ class SyncCollector:
                     v_final = calls.value(env.final_obs)
                     torch.where(mask, v_final, views.final_value, out=views.final_value)
         if self._with_value:
-            ro[VALUE][:, -1] = calls.value(obs[:, -1])
-        self._obs_at_end = True
-        return self._finished_episodes()
+            self.rollout[VALUE][:, -1] = calls.value(self.rollout[OBS][:, -1])
 
     def _group_step(self, t: int, done: torch.Tensor, next_obs: TensorDict) -> None:
         """Write `mask[:, t]`, then reset every group whose members are all done."""

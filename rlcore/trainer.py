@@ -22,6 +22,7 @@ from rlcore.checkpoint import (
     save_checkpoint,
     to_cpu,
 )
+from rlcore.collection_graph import graph_refusal
 from rlcore.collector import SyncCollector
 from rlcore.config import EnvConfig, ExperimentConfig
 from rlcore.distributed import Distributed
@@ -143,10 +144,13 @@ class Trainer:
             with_final_obs=algorithm.off_policy,
         )
         self.rollout = make_rollout(spec)
-        # With compiling on, the collector bootstraps time-limit ends without a host check.
+        # With compiling on, the collector bootstraps time-limit ends without a host check,
+        # and, where the env allows (builtin envs on CUDA), replays its steps as a CUDA graph.
+        restarts = groups is not None and groups.restart_groups
+        graph_steps = compile_loss and graph_refusal(self.env, not compile_loss, restarts) is None
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups,
-            host_checks=not compile_loss,
+            host_checks=not compile_loss, graph_steps=graph_steps,
         )  # fmt: skip
         # The off-policy loop (replay buffer, warm-up, update-to-data ratio), if any.
         self.replay: OffPolicyLearner | None = None

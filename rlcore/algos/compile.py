@@ -73,7 +73,8 @@ def maybe_compile(fn: F, enabled: bool) -> F:
 def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]:
     """Whether `runtime.compile: auto` compiles this run, and why, in a few words.
 
-    Only PPO's whole minibatch step pays back its compiling; it needs one process and
+    Only PPO's whole minibatch step is measured to pay back its compiling (GRPO's compiles
+    with `runtime.compile: true`); it needs one process and
     whole minibatches. A run with a stop target may end within seconds (the builtin tasks'
     presets do), and a short run cannot pay back seconds of compiling, so both stay eager;
     so does a machine without the compiler backend.
@@ -82,7 +83,7 @@ def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]
 
     algo = cfg.algo
     if not isinstance(algo, config.PPOConfig):
-        return False, "only PPO's update compiles as a whole step"
+        return False, "only PPO's whole step is measured to pay back compiling"
     if not algo.takes_whole_steps(world_size):
         return False, "several processes or explicit micro-batches: no whole step"
     if cfg.trainer.stop_at():

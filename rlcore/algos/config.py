@@ -55,8 +55,20 @@ def _check_optimization(check: Check, cfg: Any) -> None:
     )
 
 
+class WholeStepRule:
+    """When a compiled on-policy update (PPO's, GRPO's) runs as whole compiled steps."""
+
+    microbatch_size: int | Literal["auto"] | None
+
+    def takes_whole_steps(self, world_size: int) -> bool:
+        """Whether a compiled update runs as whole compiled steps (`rlcore.algos.whole_step`):
+        one process, whole minibatches (no explicit micro-batches); else only the loss
+        compiles."""
+        return world_size == 1 and self.microbatch_size in (None, "auto")
+
+
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(WholeStepRule):
     """PPO's hyperparameters, checked once here so that `PPO` can trust them.
 
     `lr_schedule`: "constant", "linear" (to 0 over the run) or "kl_adaptive" (rsl_rl's rule,
@@ -108,12 +120,6 @@ class PPOConfig:
                 f"trainer.num_steps = {rollout} transitions, got {self.num_minibatches}"
             )
 
-    def takes_whole_steps(self, world_size: int) -> bool:
-        """Whether a compiled update runs as whole compiled steps (`rlcore.algos.whole_step`):
-        one process, whole minibatches (no explicit micro-batches); else only the loss
-        compiles."""
-        return world_size == 1 and self.microbatch_size in (None, "auto")
-
     def report(self) -> ReportedSettings:
         """What the run report shows of these settings."""
         extra = (
@@ -133,7 +139,7 @@ EPISODE_MODES = ("restart_groups", "first_done")
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
+class GRPOConfig(WholeStepRule):
     """Critic-free GRPO: step-wise returns normalised within groups of envs sharing a start.
 
     `episode_mode`:

@@ -32,6 +32,7 @@ from rlcore.algos.losses import (
 )
 from rlcore.algos.minibatch import Minibatch, epoch_minibatches, minibatch_rows
 from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
+from rlcore.algos.whole_step import WholeStep
 from rlcore.collector import GroupEpisodes
 from rlcore.distributed import Distributed
 from rlcore.policies import Actor, actor_policy
@@ -72,10 +73,13 @@ class GRPO:
 
     @classmethod
     def build(cls, ctx: AlgorithmContext) -> GRPO:
-        """GRPO for one run, from the trainer's shared pieces."""
+        """GRPO for one run, from the trainer's shared pieces, on the compiled whole-step
+        path where the run allows it."""
+        whole_step = ctx.compile_loss and ctx.cfg.takes_whole_steps(ctx.dist.world_size)
         return cls(
-            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist, ctx.compile_loss
-        )
+            ctx.policy, ctx.cfg, ctx.total_updates, ctx.generator, ctx.dist,
+            ctx.compile_loss and not whole_step, whole_step,
+        )  # fmt: skip
 
     def __init__(
         self,
@@ -85,6 +89,7 @@ class GRPO:
         generator: torch.Generator,
         dist: Distributed | None = None,
         compile_loss: bool = False,
+        whole_step: bool = False,
     ) -> None:
         if policy.has_critic:
             raise ValueError(
@@ -97,6 +102,16 @@ class GRPO:
         self.optimizer = PolicyOptimizer(
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
         )
+        self.whole_step: WholeStep | None = None
+        if whole_step:
+            # The loss mask varies the minibatch sizes from update to update: no CUDA graphs
+            # (one per size), and one host read of the mask per update.
+            self.whole_step = WholeStep(
+                self._loss_terms, self.optimizer.use_device_adam(), self.optimizer.grads,
+                num_stats=len(STAT_NAMES), normalize_advantage=False,
+                max_grad_norm=cfg.max_grad_norm, target_kl=None, kl_index=0, graphs=False,
+                fields=(ACTION, SAMPLE_LOG_PROB, ADVANTAGE, REF_LOG_PROB),
+            )  # fmt: skip
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
         self.groups = GroupEpisodes(
             cfg.group_size,
@@ -104,8 +119,12 @@ class GRPO:
             reset_every_rollout=cfg.reset_every_rollout,
         )
 
-    def update(self, rollout: TensorDict) -> dict[str, float]:
-        """Group-normalise returns in place, then run clipped-surrogate epochs on the mask."""
+    def update(self, rollout: TensorDict) -> dict[str, float] | dict[str, torch.Tensor]:
+        """Group-normalise returns in place, then run clipped-surrogate epochs on the mask.
+
+        Returns the update's metrics as floats, or, on the whole-step path, as 0-d device
+        tensors (read by the trainer when it next reads the device).
+        """
         cfg = self.cfg
         if MASK not in rollout:
             raise ValueError("grpo needs a rollout with `mask` (RolloutSpec(with_mask=True))")
@@ -114,6 +133,9 @@ class GRPO:
             group_std = self._write_advantages(tv)
             self._write_reference_log_probs(rollout)
         self.optimizer.begin_update()
+        if self.whole_step is not None:
+            return self._update_whole_step(rollout, group_std)
+        group_std = float(group_std)
         chunk = resolve_microbatch_size(cfg.microbatch_size, rollout, self.policy)
         num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, tv[MASK])
         sums = torch.zeros(len(STAT_NAMES), device=tv.device)
@@ -138,7 +160,30 @@ class GRPO:
             "train/minibatches": float(num_batches),
         }
 
-    def _write_advantages(self, tv: TensorDict) -> float:
+    def _update_whole_step(
+        self, rollout: TensorDict, group_std: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """`update`'s epochs as compiled whole steps: the same minibatches from the same
+        draws over the loss mask (`rlcore.algos.whole_step`)."""
+        cfg, steps, mask = self.cfg, self.whole_step, transition_view(rollout)[MASK]
+        assert steps is not None
+        num_minibatches = self.dist.common_minibatch_count(cfg.num_minibatches, mask)
+        steps.run_epochs(rollout, mask, cfg.num_epochs, num_minibatches, self.generator)
+        self.optimizer.end_update()
+        adam = self.optimizer.device_adam
+        assert adam is not None
+        means = steps.sums / steps.count.clamp(min=1.0)
+        metrics = dict(zip(STAT_NAMES, means.unbind(), strict=True))
+        if self.policy.aux_head is None:
+            del metrics["loss/aux"]
+        return metrics | {
+            "stats/group_return_std": group_std,
+            "stats/loss_fraction": mask.float().mean(),
+            "train/lr": adam.lr.clone(),
+            "train/minibatches": steps.count.clone(),
+        }
+
+    def _write_advantages(self, tv: TensorDict) -> torch.Tensor:
         cfg = self.cfg
         reward = tv[REWARD] if cfg.reward_scale == 1.0 else tv[REWARD] * cfg.reward_scale
         discounted_returns(reward, tv[DONE], cfg.gamma, returns_out=tv[ADVANTAGE])

@@ -31,6 +31,34 @@ def batch_rows(batch: Minibatch) -> int:
     return next(iter(first.values())).shape[0] if isinstance(first, dict) else first.shape[0]
 
 
+def selected_rows(where: torch.Tensor) -> torch.Tensor:
+    """The indices of the transitions `where` selects, in env-major order (a host read on
+    an accelerator: their number decides the minibatch sizes).
+
+    Shape:
+        where: [N, T] bool; return: [M] int64, indices into the N * T transitions
+    """
+    return where.reshape(-1).nonzero().squeeze(1)
+
+
+def epoch_indices(
+    total: int,
+    selected: torch.Tensor | None,
+    num_minibatches: int,
+    generator: torch.Generator,
+    device: torch.device,
+) -> tuple[torch.Tensor, ...]:
+    """One epoch's shuffled minibatches as indices into the `total` transitions (env-major
+    order): one random permutation of them all, or of the `selected` ones, split into
+    min(`num_minibatches`, count) parts; none where nothing is selected. The one order the
+    eager minibatches and the compiled whole steps (`rlcore.algos.whole_step`) share."""
+    count = total if selected is None else selected.numel()
+    order = torch.randperm(count, generator=generator, device=device)
+    perm = order if selected is None else selected[order]
+    parts = min(num_minibatches, count)
+    return perm.tensor_split(parts) if parts > 0 else ()
+
+
 def iterate_minibatches(
     transitions: TensorDict,
     keys: Sequence[str],
@@ -51,23 +79,18 @@ def iterate_minibatches(
         (the last may be smaller; never empty)
     """
     num_envs, num_steps = transitions.batch_size
-    device = transitions.device
+    total = num_envs * num_steps
+    selected = None
     if where is None:
-        total = num_envs * num_steps
         if not 1 <= num_minibatches <= total:
             raise ValueError(f"num_minibatches must be in [1, {total}], got {num_minibatches}")
-        perm = torch.randperm(total, generator=generator, device=device)
     else:
-        selected = where.reshape(-1).nonzero().squeeze(1)
+        selected = selected_rows(where)
         if num_minibatches < 0:
             raise ValueError(f"num_minibatches must be >= 0, got {num_minibatches}")
-        order = torch.randperm(selected.numel(), generator=generator, device=device)
-        perm = selected[order]
-        num_minibatches = min(num_minibatches, perm.numel())
-        if num_minibatches == 0:
-            return
+    chunks = epoch_indices(total, selected, num_minibatches, generator, transitions.device)
     sources = {key: _plain(transitions[key]) for key in keys}
-    for chunk in perm.tensor_split(num_minibatches):
+    for chunk in chunks:
         env_idx, step_idx = chunk // num_steps, chunk % num_steps
         yield {
             key: _map(src, lambda t: t[env_idx, step_idx])  # noqa: B023 (used at once)

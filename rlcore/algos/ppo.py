@@ -191,21 +191,9 @@ class PPO:
         Gymnasium's next-step reset; such an env is on the host anyway)."""
         cfg, steps = self.cfg, self.whole_step
         assert steps is not None
-        steps.begin(rollout)
         tv = transition_view(rollout)
         valid = tv.get(MASK, None)
-        # The transitions, in env-major order, as `epoch_minibatches` covers them.
-        rows = None if valid is None else valid.reshape(-1).nonzero().squeeze(1)
-        total = tv.batch_size.numel() if rows is None else rows.numel()
-        for _ in range(cfg.num_epochs if total else 0):
-            if cfg.num_minibatches == 1:  # storage order, no draw (as `epoch_minibatches`)
-                steps.step(torch.arange(total, device=tv.device) if rows is None else rows)
-                continue
-            perm = torch.randperm(total, generator=self.generator, device=tv.device)
-            if rows is not None:
-                perm = rows[perm]
-            for indices in perm.tensor_split(min(cfg.num_minibatches, total)):
-                steps.step(indices)
+        steps.run_epochs(rollout, valid, cfg.num_epochs, cfg.num_minibatches, self.generator)
         self.optimizer.end_update()
         means = steps.sums / steps.count.clamp(min=1.0)
         adam = self.optimizer.device_adam

@@ -24,6 +24,7 @@ import torch
 from tensordict import TensorDict
 
 from rlcore.algos.compile import compiled
+from rlcore.algos.minibatch import epoch_indices, selected_rows
 from rlcore.algos.sgd import FlatGradients
 from rlcore.rollout import (
     ACTION,
@@ -36,7 +37,10 @@ from rlcore.rollout import (
 )
 
 LossTerms = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-"""`(obs, action, old_log_prob, old_value, value_target, advantage) -> (loss, stats)`."""
+"""`(obs, *fields) -> (loss, stats)`, the fields the rollout's keys `WholeStep.fields` in
+order (PPO's: action, old log-probability, old value, value target, advantage)."""
+
+PPO_FIELDS = (ACTION, SAMPLE_LOG_PROB, VALUE, VALUE_TARGET, ADVANTAGE)
 
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the eager path uses
 
@@ -118,9 +122,12 @@ class WholeStep:
     """The minibatch steps of one on-policy update, compiled, with their statistics and
     stop flag on the device.
 
-    Call `begin(rollout)` once per update, `step(indices)` per minibatch (indices into the
-    [N, T] transitions in env-major order, as `rlcore.algos.minibatch` draws them), then
-    read `sums` (per-statistic sums over the steps taken) and `count` (steps taken).
+    Call `run_epochs` once per update (or `begin(rollout)`, then `step(indices)` per
+    minibatch: indices into the [N, T] transitions in env-major order, as
+    `rlcore.algos.minibatch` draws them), then read `sums` (per-statistic sums over the
+    steps taken) and `count` (steps taken). The loss reads the observations and the
+    rollout's keys `fields`, in order; `advantage` among them is normalised over the
+    minibatch where `normalize_advantage`.
     A step that meets a non-finite loss or gradient is counted (its NaN statistics make
     the update's reported losses NaN, which the trainer turns into an error at its next
     host read) but not applied, and disables the rest, as does a KL above
@@ -138,8 +145,9 @@ class WholeStep:
         target_kl: float | None,
         kl_index: int,
         graphs: bool,
+        fields: Sequence[str] = PPO_FIELDS,
     ) -> None:
-        self.loss_terms, self.adam, self.grads = loss_terms, adam, grads
+        self.loss_terms, self.adam, self.grads, self.fields = loss_terms, adam, grads, fields
         self.normalize_advantage, self.max_grad_norm = normalize_advantage, max_grad_norm
         self.target_kl, self.kl_index = target_kl, kl_index
         device = adam.exp_avg.device
@@ -160,6 +168,33 @@ class WholeStep:
         self._num_envs = torch.zeros((), dtype=torch.long, device=device)
         self._horizon = torch.ones((), dtype=torch.long, device=device)
 
+    def run_epochs(
+        self,
+        rollout: TensorDict,
+        where: torch.Tensor | None,
+        num_epochs: int,
+        num_minibatches: int,
+        generator: torch.Generator,
+    ) -> None:
+        """One update's steps: `rlcore.algos.minibatch.epoch_minibatches`' minibatches
+        from the same draws, over the transitions `where` selects (all if None: then
+        nothing is read from the device; else the selection once per update).
+
+        Shape:
+            where: [N, T] bool, over `transition_view(rollout)`
+        """
+        self.begin(rollout)
+        num_envs, horizon = rollout.batch_size[0], num_steps(rollout)
+        total, device = num_envs * horizon, self.count.device
+        selected = None if where is None else selected_rows(where)
+        count = total if selected is None else selected.numel()
+        for _ in range(num_epochs if count and num_minibatches else 0):
+            if num_minibatches == 1:  # storage order, no draw (as `epoch_minibatches`)
+                self.step(torch.arange(total, device=device) if selected is None else selected)
+                continue
+            for indices in epoch_indices(total, selected, num_minibatches, generator, device):
+                self.step(indices)
+
     def begin(self, rollout: TensorDict) -> None:
         """Start an update on `rollout` (the same storage every update: graphs stay valid)."""
         self._bind(rollout)
@@ -170,9 +205,7 @@ class WholeStep:
     def _bind(self, rollout: TensorDict) -> None:
         """Flat [(T + 1) * N, ...] views of the fields the loss reads (the rollout is
         time-major in memory, so these are views, no copies)."""
-        fields = {
-            key: rollout[key] for key in (ACTION, SAMPLE_LOG_PROB, VALUE, VALUE_TARGET, ADVANTAGE)
-        }
+        fields = {key: rollout[key] for key in self.fields}
         obs = dict(rollout[OBS].items())
         pointers = tuple(t.data_ptr() for t in [*fields.values(), *obs.values()])
         if pointers == self._bound:
@@ -209,10 +242,8 @@ class WholeStep:
         obs = {key: src.index_select(0, rows) for key, src in self._obs.items()}
         advantage = take[ADVANTAGE]
         if self.normalize_advantage and advantage.shape[0] >= 2:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        return self.loss_terms(
-            obs, take[ACTION], take[SAMPLE_LOG_PROB], take[VALUE], take[VALUE_TARGET], advantage
-        )
+            take[ADVANTAGE] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        return self.loss_terms(obs, *(take[key] for key in self.fields))
 
     @torch.no_grad()
     def _update_eager(self, loss: torch.Tensor, stats: torch.Tensor) -> None:

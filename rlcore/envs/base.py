@@ -229,6 +229,12 @@ class BatchedEnv(abc.ABC):
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restore what `state_dict` returned."""
 
+    def graph_generators(self) -> tuple[torch.Generator, ...] | None:
+        """The generators `step` draws from, where `step` may be captured in a CUDA graph
+        (`rlcore.collection_graph`); None where it may not (the default): steps that do host
+        work, swap tensors or launch their own graphs (MuJoCo Warp)."""
+        return None
+
     def render(self, env_ids: torch.Tensor | None = None, size: int = 128) -> torch.Tensor:
         """Draw RGB frames of the chosen instances (all by default).
 

@@ -187,3 +187,8 @@ class ColumnStateEnv(TorchEnv):
 
     def _physics_state(self) -> dict[str, torch.Tensor]:
         return {"state": self._state}
+
+    def graph_generators(self) -> tuple[torch.Generator, ...] | None:
+        """On CUDA, a step is tensor work in place on buffers this env keeps (the state
+        column, the clocks, `final_obs`): capturable, drawing from `generator` alone."""
+        return (self.generator,) if self.device.type == "cuda" else None

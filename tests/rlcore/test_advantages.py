@@ -103,11 +103,11 @@ def test_group_normalize_masks_lone_survivors_and_finished_groups():
     r = 1 / math.sqrt(2)
     expected = torch.tensor([[-1.0, -r], [0.0, r], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
     torch.testing.assert_close(returns, expected)
-    assert std == pytest.approx((1 + math.sqrt(2)) / 2)
+    assert float(std) == pytest.approx((1 + math.sqrt(2)) / 2)
 
 
 def test_group_normalize_equal_returns_give_zero_advantage():
     returns = torch.full((4, 3), 7.0)
     out = torch.full_like(returns, float("nan"))
     std = group_normalize(returns, torch.ones(4, 3, dtype=torch.bool), 2, 1e-8, out)
-    assert torch.equal(out, torch.zeros(4, 3)) and std == 0.0
+    assert torch.equal(out, torch.zeros(4, 3)) and float(std) == 0.0

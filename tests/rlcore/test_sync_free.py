@@ -90,6 +90,7 @@ def test_an_iteration_on_cuda_makes_no_sync():
     )
     trainer = Trainer(cfg, compile_loss=True, sync_every=100)
     trainer._train_iteration()  # compiles and captures
+    assert trainer.collector.graph_captured  # the steps replay as one CUDA graph
     torch.cuda.set_sync_debug_mode("error")
     try:
         trainer._train_iteration()

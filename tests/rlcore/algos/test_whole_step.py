@@ -4,16 +4,18 @@ with nothing read from the device."""
 import pytest
 import torch
 
-from rlcore.algos.config import PPOConfig
+from rlcore.algos.config import GRPOConfig, PPOConfig
+from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
 from rlcore.algos.whole_step import DeviceAdam
-from rlcore.collector import SyncCollector
+from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import EnvConfig, ExperimentConfig, TrainerConfig
-from rlcore.envs import Pendulum
+from rlcore.envs import CartPole, Pendulum
 from rlcore.envs.gym_bridge import GymnasiumEnv
-from rlcore.policies import ActorCritic, PolicyConfig
+from rlcore.policies import Actor, ActorCritic, PolicyConfig
 from rlcore.rollout import MASK, RolloutSpec, make_rollout, transition_view
 from rlcore.trainer import Trainer
+from tests.rlcore.resume import straight_and_resumed
 
 
 def flat_params(policy):
@@ -126,6 +128,56 @@ def test_device_adam_state_round_trips_through_torch_adam():
         torch.testing.assert_close(mine, theirs, atol=0, rtol=0)
 
 
+def grpo_updated(cfg: GRPOConfig, whole_step: bool, updates: int = 2):
+    """GRPO's parameters before and after `updates` updates on fresh grouped CartPole
+    rollouts (masked transitions among them), and the last update's metrics as floats."""
+    torch.manual_seed(0)
+    env = CartPole(8)
+    policy = Actor(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(16,)))
+    rollout = make_rollout(RolloutSpec.for_env(env, 48, with_value=False, with_mask=True))
+    generator = torch.Generator().manual_seed(1)
+    collector = SyncCollector(env, policy, rollout, generator, GroupEpisodes(4))
+    collector.reset(seed=0)
+    grpo = GRPO(policy, cfg, 4, torch.Generator().manual_seed(2), whole_step=whole_step)
+    before = flat_params(policy)
+    for _ in range(updates):
+        collector.collect()
+        assert not rollout[MASK][:, :-1].all()
+        metrics = grpo.update(rollout)
+    return before, flat_params(policy), {k: float(v) for k, v in metrics.items()}
+
+
+@pytest.mark.parametrize("num_minibatches", [3, 1])
+def test_grpos_whole_step_takes_the_eager_steps_over_its_loss_mask(num_minibatches):
+    cfg = GRPOConfig(num_epochs=2, num_minibatches=num_minibatches, kl_coef=0.1, lr=3e-3)
+    before, eager, eager_metrics = grpo_updated(cfg, whole_step=False)
+    _, fused, fused_metrics = grpo_updated(cfg, whole_step=True)
+    assert not torch.allclose(before, eager, atol=1e-4)
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
+    assert fused_metrics.keys() == eager_metrics.keys()
+    for key, value in eager_metrics.items():
+        assert fused_metrics[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
+    assert fused_metrics["train/minibatches"] == 2 * num_minibatches
+
+
+def test_a_compiled_grpo_run_takes_whole_steps():
+    cfg = ExperimentConfig(
+        env=EnvConfig("cartpole", num_envs=8),
+        policy=PolicyConfig(hidden_sizes=(16,)),
+        trainer=TrainerConfig(total_env_steps=8 * 32 * 2, num_steps=32, eval_every_iters=0),
+        algorithm="grpo",
+        algo=GRPOConfig(num_epochs=2, num_minibatches=2),
+    )
+    logged = []
+    trainer = Trainer(cfg, sink=lambda step, metrics: logged.append(metrics), compile_loss=True)
+    assert trainer.algo.whole_step is not None
+    trainer.run()
+    updates = [metrics for metrics in logged if "train/minibatches" in metrics]
+    assert [metrics["train/minibatches"] for metrics in updates] == [4.0, 4.0]
+    assert all(isinstance(value, float) for value in updates[-1].values())
+    assert 0 < updates[-1]["stats/loss_fraction"] <= 1
+
+
 def test_a_compiled_run_resumes_bit_identically(tmp_path):
     cfg = ExperimentConfig(
         env=EnvConfig("pendulum", num_envs=8),
@@ -134,16 +186,9 @@ def test_a_compiled_run_resumes_bit_identically(tmp_path):
         algo=PPOConfig(num_epochs=2, num_minibatches=2, lr_schedule="kl_adaptive"),
     )
 
-    def trainer() -> Trainer:
-        return Trainer(cfg, compile_loss=True, sync_every=3)
-
-    straight = trainer()
-    straight.run()
-    first = trainer()
-    first.run(max_iters=2, checkpoint_path=tmp_path / "ckpt.pt")
-    resumed = trainer()
-    resumed.load(tmp_path / "ckpt.pt")
-    resumed.run()
+    straight, resumed = straight_and_resumed(
+        cfg, tmp_path / "ckpt.pt", 2, compile_loss=True, sync_every=3
+    )
     assert resumed.iteration == straight.iteration == 5
     assert torch.equal(flat_params(resumed.policy), flat_params(straight.policy))
     adams = straight.algo.optimizer.device_adam, resumed.algo.optimizer.device_adam
