@@ -257,17 +257,20 @@ def _announce(params: Params, trainer: Trainer, curve: Curve, seed: int) -> None
     )
     for row in curve.rows:  # a resumed run's evaluations so far
         curve.progress.evaluated(int(row["env_steps"]), stop_values(row))
-    note = _compile_note(params.runtime.compile, *params.runtime.compiles(cfg, processes))
+    compiled, why = params.runtime.compiles(cfg, processes)
+    note = _compile_note(params.runtime.compile, compiled, why, trainer.collector.graphs_steps)
     if note:
         print(note, flush=True)
 
 
-def _compile_note(setting: bool | str, compiled: bool, why: str) -> str:
-    """The line `_announce` prints about compiling ("" when eager was asked for)."""
+def _compile_note(setting: bool | str, compiled: bool, why: str, graphed: bool = False) -> str:
+    """The line `_announce` prints about compiling ("" when eager was asked for); `graphed`:
+    the collector replays its steps as a CUDA graph."""
     if not compiled:
         return f"[train] runtime.compile auto: eager ({why})" if setting == "auto" else ""
     said = f" auto ({why})" if setting == "auto" else ""
-    return f"[train] runtime.compile{said}: the first update compiles its steps"
+    graph = "; collection runs as one CUDA graph from the second rollout" if graphed else ""
+    return f"[train] runtime.compile{said}: the first update compiles its steps{graph}"
 
 
 def _train(params: Params, trainer: Trainer, curve: Curve, layout: Layout) -> dict[str, float]:

@@ -177,3 +177,15 @@ def test_the_train_bar_counts_down_to_the_stop_target_its_evaluations_head_for()
     # The line through (10k, -500), (20k, -400), (30k, -300) meets -200 at 40k: 10 s on.
     assert progress.line().endswith("ETA 0:10 to return -200 (budget 1:10)")
     assert "eval return  -300.00" in out.getvalue()
+
+
+def test_the_compile_note_says_when_the_collection_runs_as_a_cuda_graph():
+    from pipelines.stages.train import _compile_note
+
+    graphed = _compile_note(True, True, "", graphed=True)
+    assert graphed.endswith("; collection runs as one CUDA graph from the second rollout")
+    assert "CUDA graph" not in _compile_note(True, True, "")
+    assert _compile_note("auto", False, "too few steps") == (
+        "[train] runtime.compile auto: eager (too few steps)"
+    )
+    assert _compile_note(False, False, "") == ""
