@@ -210,7 +210,7 @@ def act_and_collect(
     fns: dict[str, Callable[[], object]] = {
         "act": acts, "collector": collector.collect, "bare": bare
     }  # fmt: skip
-    if graphed and graph_refusal(trainer.env, host_checks=False, restart_groups=False) is None:
+    if graphed and graph_refusal(trainer.env, host_checks=False, grouped=False) is None:
         graphed_collector = SyncCollector(
             trainer.env, policy, trainer.rollout, trainer.generator, host_checks=False,
             graph_steps=True,
@@ -268,6 +268,12 @@ def bench_train(
     }
 
 
+def _set_ratio(row: dict[str, Any], key: str, numerator: str, denominator: str) -> None:
+    """`row[key]` = `row[numerator] / row[denominator]` where the row has both."""
+    if numerator in row and denominator in row:
+        row[key] = row[numerator] / row[denominator]
+
+
 def run_size(
     task: str, n: int, base: ExperimentConfig | None, args: argparse.Namespace, parts: set[str]
 ) -> dict[str, Any]:
@@ -312,16 +318,12 @@ def run_size(
             row["collector_ratio"] = row["collector_sps"] / row["ideal_sps"]
     if "collector_graphed" in timings:
         row["collector_graphed_sps"] = sps["collector_graphed"]
-        if "ideal_sps" in row:
-            row["collector_graphed_ratio"] = row["collector_graphed_sps"] / row["ideal_sps"]
-        if "collector_sps" in row:
-            row["graphed_over_eager"] = row["collector_graphed_sps"] / row["collector_sps"]
+        _set_ratio(row, "collector_graphed_ratio", "collector_graphed_sps", "ideal_sps")
+        _set_ratio(row, "graphed_over_eager", "collector_graphed_sps", "collector_sps")
     if "bare" in timings:
         row["bare_sps"] = sps["bare"]
-        if "collector_sps" in row:
-            row["collector_over_bare"] = row["collector_sps"] / row["bare_sps"]
-        if "ideal_sps" in row:
-            row["bare_ratio"] = row["bare_sps"] / row["ideal_sps"]
+        _set_ratio(row, "collector_over_bare", "collector_sps", "bare_sps")
+        _set_ratio(row, "bare_ratio", "bare_sps", "ideal_sps")
     if "gym" in timings:
         row["gym_sps"] = sps["gym"]
         if "env_sps" in row:

@@ -19,7 +19,7 @@ import torch
 from rlcore.envs.base import BatchedEnv
 
 
-def graph_refusal(env: BatchedEnv, host_checks: bool, restart_groups: bool) -> str | None:
+def graph_refusal(env: BatchedEnv, host_checks: bool, grouped: bool) -> str | None:
     """Why a collector's steps over `env` cannot be one CUDA graph, or None if they can."""
     if env.device.type != "cuda":
         return f"the env runs on {env.device.type}, not CUDA"
@@ -27,8 +27,8 @@ def graph_refusal(env: BatchedEnv, host_checks: bool, restart_groups: bool) -> s
         return f"{type(env).__name__}'s step cannot be captured (host work or its own graphs)"
     if host_checks:
         return "the collector reads the device (host checks on)"
-    if restart_groups:
-        return "grouped episodes restart their groups with a host check"
+    if grouped:  # a group restart is a host check; the rest is not yet run on a GPU
+        return "grouped episodes (GRPO) collect eagerly"
     return None
 
 

@@ -123,9 +123,9 @@ class SyncCollector:
     With `groups` (GRPO) it also writes `mask` and resets groups together (`GroupEpisodes`).
     `host_checks` False: no step reads the device (for envs that live on an accelerator).
     `compile_act`: the collector's own policy acts through `torch.compile`d networks, with
-    the same random draws (`rlcore.compiled_act`). `graph_steps` (CUDA, no host checks):
-    the T steps of its own policy run as one CUDA graph from the second rollout on
-    (`rlcore.collection_graph`); ValueError where they cannot.
+    the same random draws (`rlcore.compiled_act`). `graph_steps` (CUDA, no host checks,
+    no groups, eager act): the T steps of its own policy run as one CUDA graph from the
+    second rollout on (`rlcore.collection_graph`); ValueError where they cannot.
     """
 
     def __init__(
@@ -172,12 +172,13 @@ class SyncCollector:
             self._group_offsets = torch.arange(groups.group_size, device=dev)
         self._graph: CollectionGraph | None = None
         if graph_steps:
-            refusal = graph_refusal(env, host_checks, groups is not None and groups.restart_groups)
+            refusal = graph_refusal(env, host_checks, groups is not None)
+            if refusal is None and compile_act:
+                refusal = "the graph captures the eager act (compile_act is off the graph path)"
             if refusal is not None:
                 raise ValueError(f"graph_steps: {refusal}")
-            steps = self._compiled or policy
             generators = {id(g): g for g in (generator, *(env.graph_generators() or ()))}
-            self._graph = CollectionGraph(lambda: self._steps(steps), generators.values(), dev)
+            self._graph = CollectionGraph(lambda: self._steps(policy), generators.values(), dev)
 
     @property
     def graphs_steps(self) -> bool:

@@ -145,9 +145,13 @@ class Trainer:
         )
         self.rollout = make_rollout(spec)
         # With compiling on, the collector bootstraps time-limit ends without a host check,
-        # and, where the env allows (builtin envs on CUDA), replays its steps as a CUDA graph.
-        restarts = groups is not None and groups.restart_groups
-        graph_steps = compile_loss and graph_refusal(self.env, not compile_loss, restarts) is None
+        # and, where the env allows (builtin envs on CUDA), replays its steps as a CUDA graph:
+        # on-policy, ungrouped collection (PPO's), the one run on a GPU so far.
+        graph_steps = (
+            compile_loss
+            and not algorithm.off_policy
+            and graph_refusal(self.env, host_checks=False, grouped=groups is not None) is None
+        )
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups,
             host_checks=not compile_loss, graph_steps=graph_steps,

@@ -95,12 +95,12 @@ def test_graphed_steps_write_what_eager_steps_write(env_name):
 
 
 @needs_cuda
-def test_grouped_episodes_that_restart_groups_step_eagerly():
+def test_grouped_episodes_step_eagerly():
     groups = GroupEpisodes(group_size=4)
     env = make_env(EnvConfig("cartpole", num_envs=8, device="cuda"))
     policy = Actor(env.obs_spec, env.action_space, PolicyConfig(hidden_sizes=(8,))).to("cuda")
     rollout = make_rollout(RolloutSpec.for_env(env, 4, with_value=False, with_mask=True))
-    with pytest.raises(ValueError, match="restart their groups with a host check"):
+    with pytest.raises(ValueError, match=r"grouped episodes \(GRPO\) collect eagerly"):
         SyncCollector(env, policy, rollout, torch.Generator("cuda"), groups=groups,
                       host_checks=False, graph_steps=True)  # fmt: skip
 
