@@ -15,7 +15,9 @@ auto`, `benchmarks.env_defaults.run_ours`); SB3 is `PPO("MlpPolicy", env)` or
 deterministic episodes with seeds training never used. Budgets: PPO 300k env steps on MuJoCo,
 100k on classic control; SAC 100k; `--steps` sets one for all. Runs go one after another in
 this process on the CPU, with the torch threads of `--threads` (default 1), checked after each
-run, taking turns per seed; CPU time is the process's for training, evaluation excluded.
+run, taking turns per seed; CPU time is the process's for training, evaluation excluded. To
+use more cores, start one process per core on the same `--results`, each with its own
+`--envs` (or `--seeds`): their caches merge, and each task's runs stay side by side.
 
 Resumable: each run writes its result file into `--results` (atomically) when it ends; a rerun
 skips the runs whose file holds a result and redoes the others (an interrupted run left none).
@@ -200,14 +202,21 @@ def random_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float:
 
 
 def cached(path: Path, keys: Sequence[str], measure: Callable[[str], Any]) -> dict[str, Any]:
-    """`measure(key)` for each of `keys`, kept in the JSON file `path` across runs."""
-    found = read_json(path)
-    found = found if isinstance(found, dict) else {}
+    """`measure(key)` for each of `keys`, kept in the JSON file `path` across runs. Each
+    write merges what the file holds by then: processes sharing `--results` (one per core,
+    each with its own `--envs`) keep each other's entries."""
+    found = _json_dict(path)
     missing = [key for key in keys if key not in found]
     for key in missing:
-        found[key] = measure(key)
+        value = measure(key)
+        found = _json_dict(path) | found | {key: value}
         write_json(path, found)
     return {key: found[key] for key in keys}
+
+
+def _json_dict(path: Path) -> dict[str, Any]:
+    found = read_json(path)
+    return found if isinstance(found, dict) else {}
 
 
 def probe_sizes(job: Job) -> tuple[int, int]:

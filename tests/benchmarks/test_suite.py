@@ -24,11 +24,13 @@ from benchmarks.suite import (
     main,
     normalised,
     random_return,
+    read_json,
     run_pending,
     schedule,
     stratified_resamples,
     suite_envs,
 )
+from pipelines.files import write_json
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -223,3 +225,16 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     assert set(summary["tasks"][0]["returns"]) == {"ours", "sb3"}
     main(argv)
     assert "2 of 2 runs done earlier; 0 to run" in capsys.readouterr().out
+
+
+def test_cached_keeps_what_another_process_wrote_meanwhile(tmp_path: Path):
+    """Two suites sharing one results folder: neither's entries are lost to the other's write."""
+    path = tmp_path / "c.json"
+
+    def measure(key: str) -> float:
+        write_json(path, read_json(path) | {f"other {key}": 0.5})  # the other process's write
+        return float(len(key))
+
+    write_json(path, {})
+    assert cached(path, ["a", "bb"], measure) == {"a": 1.0, "bb": 2.0}
+    assert read_json(path) == {"other a": 0.5, "a": 1.0, "other bb": 0.5, "bb": 2.0}
