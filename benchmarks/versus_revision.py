@@ -11,8 +11,10 @@ Run from the repository root:
 by side. For each task preset, one Trainer of each version is built from the same config
 (evaluation off); then, in `--reps` interleaved repetitions (the order alternating), each
 collects a rollout and updates on it, and the collection and the update are timed
-separately. Reports the median times and the median of the per-repetition ratios (this
-checkout / the revision), which share the machine's load. Both trainers start from the
+separately, in this process's CPU time (with torch on `--threads` 1 and the envs in this
+process, the work done: other load on the machine barely moves it, where wall time would
+take its share). Reports the median times and the median of the per-repetition ratios
+(this checkout / the revision). Both trainers start from the
 same seed, so they stay bit-identical unless a change was meant to alter the numbers;
 the last column says whether their parameters were still equal at the end.
 """
@@ -81,13 +83,13 @@ def measure(task: str, reps: int, num_envs: int | None = None) -> dict[str, Any]
     order = list(trainers.items())
     for rep in range(reps + 1):  # the first is a warm-up
         for name, trainer in order if rep % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            start = time.process_time()  # CPU time: what other load on the machine leaves alone
             trainer.collector.collect()
-            collected = time.perf_counter()
+            collected = time.process_time()
             trainer.algo.update(trainer.rollout)
             if rep:
                 samples[(name, "collect")].append(collected - start)
-                samples[(name, "update")].append(time.perf_counter() - collected)
+                samples[(name, "update")].append(time.process_time() - collected)
     identical = all(
         torch.equal(a, b)
         for a, b in zip(
@@ -128,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print_table(
         rows,
-        [("task", "task", ""), ("collect_rev_ms", f"collect ms @{args.rev}", ".1f"),
-         ("collect_ms", "collect ms", ".1f"), ("collect_ratio", "ratio", ".3f"),
-         ("update_rev_ms", f"update ms @{args.rev}", ".1f"), ("update_ms", "update ms", ".1f"),
+        [("task", "task", ""), ("collect_rev_ms", f"collect CPU ms @{args.rev}", ".1f"),
+         ("collect_ms", "collect CPU ms", ".1f"), ("collect_ratio", "ratio", ".3f"),
+         ("update_rev_ms", f"update CPU ms @{args.rev}", ".1f"),
+         ("update_ms", "update CPU ms", ".1f"),
          ("update_ratio", "ratio", ".3f"), ("identical", "same params", "")],
     )  # fmt: skip
     write_json(args.json, meta, {"rev": args.rev, "rows": rows})

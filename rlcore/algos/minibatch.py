@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -19,7 +20,7 @@ def _plain(value: torch.Tensor | TensorDictBase) -> Field:
     return dict(value.items()) if isinstance(value, TensorDictBase) else value
 
 
-def _map(value: Field, fn: Callable[[torch.Tensor], torch.Tensor]) -> Field:
+def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(value, dict):
         return {key: fn(entry) for key, entry in value.items()}
     return fn(value)
@@ -89,13 +90,38 @@ def iterate_minibatches(
         if num_minibatches < 0:
             raise ValueError(f"num_minibatches must be >= 0, got {num_minibatches}")
     chunks = epoch_indices(total, selected, num_minibatches, generator, transitions.device)
-    sources = {key: _plain(transitions[key]) for key in keys}
+    sources = {key: _map(_plain(transitions[key]), RowSource) for key in keys}
     for chunk in chunks:
         env_idx, step_idx = chunk // num_steps, chunk % num_steps
         yield {
-            key: _map(src, lambda t: t[env_idx, step_idx])  # noqa: B023 (used at once)
+            key: _map(src, lambda t: t.take(env_idx, step_idx))  # noqa: B023 (used at once)
             for key, src in sources.items()
         }
+
+
+class RowSource:
+    """A [N, T, ...] field whose rows a minibatch gathers: with `index_select` on a flat
+    view where the storage allows one (a rollout's time-major or an env-major layout), a
+    fraction of the time of indexing with two index tensors at a small network's minibatch
+    sizes, and the same values (benchmarks/README.md, *versus_revision*)."""
+
+    def __init__(self, field: torch.Tensor) -> None:
+        self.field = field
+        self.flat: torch.Tensor | None = None
+        self.time_major = False
+        rows = field.shape[0] * field.shape[1]
+        if field.transpose(0, 1).is_contiguous():
+            self.flat, self.time_major = field.transpose(0, 1).view(rows, *field.shape[2:]), True
+        elif field.is_contiguous():
+            self.flat = field.view(rows, *field.shape[2:])
+
+    def take(self, env_idx: torch.Tensor, step_idx: torch.Tensor) -> torch.Tensor:
+        """The rows of transitions (env_idx[i], step_idx[i]), [B, ...]."""
+        if self.flat is None:
+            return self.field[env_idx, step_idx]
+        num_envs, num_steps = self.field.shape[:2]
+        rows = step_idx * num_envs + env_idx if self.time_major else env_idx * num_steps + step_idx
+        return self.flat.index_select(0, rows)
 
 
 def epoch_minibatches(

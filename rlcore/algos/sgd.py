@@ -132,7 +132,7 @@ class PolicyOptimizer:
         stats = self.dist.average_gradients(self.parameters, size, stats)
         if max_grad_norm is not None:
             self.grads.clip_norm(max_grad_norm)
-        self.adam.step()
+        fused_adam_step(self.adam)
         return stats
 
     def state_dict(self) -> dict[str, Any]:
@@ -149,6 +149,51 @@ class PolicyOptimizer:
         self.set_lr(float(state["lr"]))
         if self.device_adam is not None:
             self.device_adam.read_from(self.adam)
+
+
+def fused_adam_step(adam: torch.optim.Adam) -> None:
+    """`adam.step()` for a fused Adam of one parameter group: the same two kernels (the
+    step counts, then `_fused_adam_`) on the same tensors, so the same bits, without
+    `Optimizer.step`'s per-call bookkeeping (hooks, profiling, regrouping), which on a
+    small network cost as much as the kernel (benchmarks/README.md, *versus_revision*).
+    Anything else (the first step, which creates the state; a parameter without a
+    gradient; several groups or dtypes; AMSGrad, weight decay) takes `adam.step()`."""
+    group = adam.param_groups[0]
+    params = group["params"]
+    states = [adam.state.get(param) for param in params]
+    plain = (
+        len(adam.param_groups) == 1
+        and group["fused"]
+        and not (group["amsgrad"] or group["weight_decay"] or group["maximize"])
+        and not (group["capturable"] or group["differentiable"] or group["decoupled_weight_decay"])
+        and all(isinstance(beta, float) for beta in group["betas"])
+        and all(states)
+        and all(param.grad is not None for param in params)
+        and len({(param.device, param.dtype) for param in params}) == 1
+    )
+    if not plain:
+        adam.step()
+        return
+    steps = [state["step"] for state in states]  # type: ignore[index]
+    torch._foreach_add_(steps, 1)
+    beta1, beta2 = group["betas"]
+    torch._fused_adam_(
+        params,
+        [param.grad for param in params],
+        [state["exp_avg"] for state in states],  # type: ignore[index]
+        [state["exp_avg_sq"] for state in states],  # type: ignore[index]
+        [],
+        steps,
+        amsgrad=False,
+        lr=group["lr"],
+        beta1=beta1,
+        beta2=beta2,
+        weight_decay=0.0,
+        eps=group["eps"],
+        maximize=False,
+        grad_scale=None,
+        found_inf=None,
+    )
 
 
 class TensorGradients:

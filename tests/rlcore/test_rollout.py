@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from rlcore.algos.minibatch import epoch_minibatches, iterate_minibatches
+from rlcore.algos.minibatch import RowSource, epoch_minibatches, iterate_minibatches
 from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.rollout import (
     ACTION,
@@ -100,3 +101,20 @@ def test_several_minibatches_per_epoch_are_reshuffled_and_prepared_each():
     assert all(sorted(order.tolist()) == valid for order in epochs)
     assert not torch.equal(epochs[0], epochs[1])  # a fresh shuffle each epoch
     assert len(prepared) == 6
+
+
+@pytest.mark.parametrize("layout", ["time-major", "env-major", "strided"])
+def test_minibatch_rows_are_the_indexed_transitions_in_any_layout(layout):
+    """`RowSource` gathers with `index_select` on a flat view where the storage has one,
+    else indexes: the same rows as field[env, step] either way."""
+    values = torch.arange(4 * 12 * 2, dtype=torch.float32)[: 4 * 6 * 2]
+    if layout == "time-major":  # a rollout's storage: [T, N] in memory, viewed as [N, T]
+        field = values.view(6, 4, 2).transpose(0, 1)
+    elif layout == "env-major":
+        field = values.view(4, 6, 2)
+    else:
+        field = torch.arange(4 * 12 * 2, dtype=torch.float32).view(4, 12, 2)[:, ::2]
+    env_idx, step_idx = torch.tensor([3, 0, 2, 2, 1]), torch.tensor([5, 0, 1, 4, 3])
+    source = RowSource(field)
+    assert (source.flat is None) == (layout == "strided")
+    assert torch.equal(source.take(env_idx, step_idx), field[env_idx, step_idx])

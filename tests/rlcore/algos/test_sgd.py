@@ -4,7 +4,7 @@ import gymnasium.spaces as spaces
 import pytest
 import torch
 
-from rlcore.algos.sgd import FlatGradients, PolicyOptimizer, TensorGradients
+from rlcore.algos.sgd import FlatGradients, PolicyOptimizer, TensorGradients, fused_adam_step
 from rlcore.policies import ActorCritic, PolicyConfig
 
 
@@ -103,3 +103,39 @@ def test_parameters_of_mixed_dtypes_keep_per_tensor_gradients():
         ref_adam.step()
     for ours, theirs in zip(policy.parameters(), reference.parameters(), strict=True):
         assert torch.equal(ours, theirs)
+
+
+def test_fused_steps_skip_optimizer_step_after_the_first_and_follow_rate_changes(monkeypatch):
+    """`fused_adam_step` is torch Adam's kernels without `Optimizer.step`: bit-equal to it
+    over steps with the rate changed between them, and `Optimizer.step` runs only to
+    create the state on the first step."""
+    policy = _policy()
+    reference = copy.deepcopy(policy)
+    ref_adam = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True)
+    optimizer = PolicyOptimizer(policy, 1e-2, 1e-5, "constant", 10)
+    calls, adam_step = [], optimizer.adam.step
+    monkeypatch.setattr(optimizer.adam, "step", lambda: calls.append(1) or adam_step())
+    for i, batch in enumerate(_minibatches(5)):
+        lr = 1e-2 / (i + 1)
+        optimizer.set_lr(lr)
+        for group in ref_adam.param_groups:
+            group["lr"] = lr
+        optimizer.step(24, None, lambda rows, b=batch: _loss(policy, *b, rows), 0.05)
+        _reference_step(reference, ref_adam, batch, 0.05)
+    assert calls == [1]
+    for ours, theirs in zip(policy.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+    steps = {float(state["step"]) for state in optimizer.adam.state.values()}
+    assert steps == {5.0}
+
+
+def test_fused_step_leaves_parameters_without_gradients_to_optimizer_step():
+    """A parameter the loss never reached (no gradient) is skipped as torch skips it."""
+    params = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))]
+    adam = torch.optim.Adam(params, lr=0.1, fused=True)
+    for _ in range(3):
+        params[0].grad, params[1].grad = torch.ones(3), None
+        fused_adam_step(adam)
+    assert torch.equal(params[1], torch.ones(2)) and params[1] not in adam.state
+    assert float(adam.state[params[0]]["step"]) == 3.0
+    assert params[0][0] < 1.0
