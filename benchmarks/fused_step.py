@@ -12,16 +12,19 @@ Variants, each from the same parameters on the same minibatch indices of one rol
 - `loss`: the same with only the loss compiled (`PPO(compile_loss=True)`, what
   `runtime.compile` did before the whole step; GRPO's path still);
 - `step`: the whole step compiled (`rlcore.algos.whole_step`, what `runtime.compile` runs
-  for PPO), without CUDA graphs: gather + normalisation + loss (its backward through
-  AOTAutograd), clipping + Adam with the rate a device tensor; nothing read back;
+  for PPO), without CUDA graphs: gather + normalisation + loss + backward, clipping + Adam
+  with the rate a device tensor; nothing read back. On CPU one compiled function (the
+  gradients by `torch.func`); on CUDA the loss (its backward through AOTAutograd) and the
+  update, two;
 - `graph` (CUDA): `step` captured once as a CUDA graph and replayed, as `runtime.compile`
   runs it on CUDA; the minibatch indices are a static buffer and the rollout's storage is
   read in place, so a replay is the step.
 
-Prints the median milliseconds per minibatch step and each variant's ratio to `eager`, and
-checks that one step of every variant leaves the same parameters as `eager` (float
-tolerance). The networks are the presets' (cartpole: 4 -> 64x64 relu -> 2 discrete;
-halfcheetah: 17 -> 256x256 relu -> 6 continuous, normalised observations).
+Prints the median milliseconds per minibatch step (CPU time on CPU, wall time on CUDA)
+and each variant's ratio to `eager`, and checks that one step of every variant leaves the
+same parameters as `eager` (float tolerance). The networks are the presets' (cartpole: 4
+-> 64x64 relu -> 2 discrete; halfcheetah: 17 -> 256x256 relu -> 6 continuous, normalised
+observations).
 """
 
 from __future__ import annotations
@@ -163,14 +166,16 @@ def measure(task: str, rows: int, minibatch: int, device: torch.device, reps: in
             finally:
                 torch.cuda.set_sync_debug_mode("default")
     samples: dict[str, list[float]] = {v: [] for v in variants}
+    # CPU: this process's CPU time (other load on the machine barely moves it); CUDA: wall.
+    clock = time.process_time if device.type == "cpu" else time.perf_counter
     for _ in range(reps):
         for name, (step, _) in built.items():
             sync(device)
-            start = time.perf_counter()
+            start = clock()
             for idx in indices:
                 step(idx)
             sync(device)
-            samples[name].append((time.perf_counter() - start) / steps)
+            samples[name].append((clock() - start) / steps)
     return [
         {
             "task": task,

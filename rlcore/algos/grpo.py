@@ -111,6 +111,7 @@ class GRPO:
                 num_stats=len(STAT_NAMES), normalize_advantage=False,
                 max_grad_norm=cfg.max_grad_norm, target_kl=None, kl_index=0, graphs=False,
                 fields=(ACTION, SAMPLE_LOG_PROB, ADVANTAGE, REF_LOG_PROB),
+                module=policy,
             )  # fmt: skip
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
         self.groups = GroupEpisodes(

@@ -107,6 +107,7 @@ class PPO:
                 num_stats=len(STAT_NAMES), normalize_advantage=cfg.normalize_advantage,
                 max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
                 kl_index=STAT_NAMES.index("stats/approx_kl"), graphs=graphs,
+                module=policy,
             )  # fmt: skip
         self._loss_terms = maybe_compile(self._loss_terms, compile_loss)
         self.return_norm = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None

@@ -19,6 +19,7 @@ bounds training (benchmarks/README.md, *fused_step*, *sync_sites*).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -146,6 +147,7 @@ class WholeStep:
         kl_index: int,
         graphs: bool,
         fields: Sequence[str] = PPO_FIELDS,
+        module: torch.nn.Module | None = None,
     ) -> None:
         self.loss_terms, self.adam, self.grads, self.fields = loss_terms, adam, grads, fields
         self.normalize_advantage, self.max_grad_norm = normalize_advantage, max_grad_norm
@@ -159,6 +161,24 @@ class WholeStep:
         # one graph per size until torch's recompile limit silently leaves them eager.
         self._forward = compiled(self._forward_eager)
         self._update = compiled(self._update_eager)
+        # On CPU, given the module whose parameters Adam steps (`module`: the policy the
+        # loss reads), the step is one compiled function instead: the gradients by
+        # `torch.func` (forward and backward in one graph, no autograd engine call between
+        # two), then clipping and Adam. At the small networks' minibatch sizes the calls
+        # between the two functions were most of the step (benchmarks/README.md,
+        # *fused_step*). On CUDA the step is captured as one graph instead.
+        self.one_function = device.type == "cpu" and module is not None
+        if self.one_function:
+            assert module is not None
+            named = dict(module.named_parameters())
+            owned = list(named.values())
+            if len(owned) != len(adam.params) or any(
+                mine is not stepped for mine, stepped in zip(owned, adam.params, strict=False)
+            ):
+                raise ValueError("WholeStep's module must own exactly the parameters Adam steps")
+            self._holder = _LossModule(module, self._forward_eager)
+            self._names = [f"module.{name}" for name in named]
+            self._one = compiled(self._one_eager)
         self.graphs_wanted = graphs and device.type == "cuda"
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._bound: tuple[int, ...] | None = None
@@ -229,10 +249,28 @@ class WholeStep:
         graph.replay()
 
     def _step(self, indices: torch.Tensor) -> None:
+        if self.one_function:
+            with torch.no_grad():  # `torch.func.grad` differentiates all the same
+                self._one(indices)
+            return
         self.grads.zero()
         loss, stats = self._forward(indices)
         loss.backward()
         self._update(loss, stats)
+
+    def _one_eager(self, indices: torch.Tensor) -> None:
+        """The whole step as one function (what `self._one` compiles)."""
+        grads, (loss, stats) = torch.func.grad_and_value(self._loss_of, has_aux=True)(
+            tuple(self.adam.params), indices
+        )
+        self._apply(loss, stats, torch.cat([grad.reshape(-1) for grad in grads]))
+
+    def _loss_of(
+        self, params: tuple[torch.Tensor, ...], indices: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss (differentiated) and its statistics (auxiliary) at `params`."""
+        values = dict(zip(self._names, params, strict=True))
+        return torch.func.functional_call(self._holder, values, (indices,))
 
     def _forward_eager(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         num_envs, horizon = self._num_envs, self._horizon
@@ -245,9 +283,13 @@ class WholeStep:
             take[ADVANTAGE] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
         return self.loss_terms(obs, *(take[key] for key in self.fields))
 
-    @torch.no_grad()
     def _update_eager(self, loss: torch.Tensor, stats: torch.Tensor) -> None:
-        grad = self.grads.buffer
+        self._apply(loss, stats, self.grads.buffer)
+
+    @torch.no_grad()
+    def _apply(self, loss: torch.Tensor, stats: torch.Tensor, grad: torch.Tensor) -> None:
+        """Clip the flat gradient `grad` (in place) and step Adam with it, where the step
+        is still active and finite; count its statistics; drop the flag on a stop."""
         norm = torch.linalg.vector_norm(grad)
         finite = torch.isfinite(loss) & torch.isfinite(norm)
         applied = self.active & finite
@@ -285,6 +327,18 @@ class WholeStep:
             for tensor, value in zip(self._state_tensors(), saved, strict=True):
                 tensor.copy_(value)
         return graph, static
+
+
+class _LossModule(torch.nn.Module):
+    """The policy as a submodule of the step's loss, so that `torch.func.functional_call`
+    can hand the loss the parameters it differentiates (the loss reads the policy)."""
+
+    def __init__(self, module: torch.nn.Module, loss: Callable[[torch.Tensor], Any]) -> None:
+        super().__init__()
+        self.module, self.loss = module, loss
+
+    def forward(self, indices: torch.Tensor) -> Any:
+        return self.loss(indices)
 
 
 def _flat(value: torch.Tensor) -> torch.Tensor:

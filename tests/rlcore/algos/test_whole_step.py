@@ -7,7 +7,7 @@ import torch
 from rlcore.algos.config import GRPOConfig, PPOConfig
 from rlcore.algos.grpo import GRPO
 from rlcore.algos.ppo import PPO
-from rlcore.algos.whole_step import DeviceAdam
+from rlcore.algos.whole_step import DeviceAdam, WholeStep
 from rlcore.collector import GroupEpisodes, SyncCollector
 from rlcore.config import EnvConfig, ExperimentConfig, TrainerConfig
 from rlcore.envs import CartPole, Pendulum
@@ -62,6 +62,28 @@ def test_the_whole_step_takes_the_eager_steps(cfg):
     assert fused_metrics.keys() == eager_metrics.keys()
     for key, value in eager_metrics.items():
         assert fused_metrics[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
+
+
+def test_on_cpu_the_step_is_one_function_whose_gradients_autograd_never_wrote():
+    """`torch.func` differentiates inside the one compiled function: the parameters'
+    `.grad` (the autograd path's buffer) stay as the optimizer left them, zero."""
+    cfg = PPOConfig(num_epochs=2, num_minibatches=4, microbatch_size=None, lr=3e-3)
+    before, after, _, ppo = updated(cfg, whole_step=True)
+    assert ppo.whole_step.one_function
+    assert not torch.allclose(before, after, atol=1e-4)
+    assert not ppo.optimizer.grads.buffer.any()
+
+
+def test_a_whole_step_module_must_own_the_parameters_adam_steps():
+    policy, _, _ = pendulum_rollout()
+    other, _, _ = pendulum_rollout()
+    ppo = PPO(policy, PPOConfig(), 4, torch.Generator().manual_seed(2), whole_step=True)
+    with pytest.raises(ValueError, match="exactly the parameters Adam steps"):
+        WholeStep(
+            ppo._loss_terms, ppo.optimizer.device_adam, ppo.optimizer.grads, num_stats=6,
+            normalize_advantage=True, max_grad_norm=None, target_kl=None, kl_index=0,
+            graphs=False, module=other,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("num_minibatches", [1, 4])
