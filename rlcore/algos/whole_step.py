@@ -1,8 +1,9 @@
 """An on-policy minibatch step that never reads the device: `runtime.compile`'s fast path.
 
 One minibatch step (gather from the rollout, advantage normalisation, loss, backward,
-gradient clipping, Adam) runs as two compiled functions, the loss (whose backward
-AOTAutograd compiles too) and the update, with everything that steers it kept on the
+gradient clipping, Adam) runs compiled: on CPU as one function (the gradients by
+`torch.func`), on CUDA as two, the loss (whose backward AOTAutograd compiles too) and the
+update, captured together as a CUDA graph. Everything that steers a step is kept on the
 device: the learning rate, Adam's step count, the minibatch statistics and a flag that
 turns the remaining steps of an update into no-ops. That flag is what makes early
 stopping on KL (`target_kl`) and the stop at a non-finite loss work without a host read:
