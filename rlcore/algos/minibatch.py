@@ -92,11 +92,38 @@ def iterate_minibatches(
     chunks = epoch_indices(total, selected, num_minibatches, generator, transitions.device)
     sources = {key: _map(_plain(transitions[key]), RowSource) for key in keys}
     for chunk in chunks:
-        env_idx, step_idx = chunk // num_steps, chunk % num_steps
+        rows = TransitionRows(chunk, num_envs, num_steps)
         yield {
-            key: _map(src, lambda t: t.take(env_idx, step_idx))  # noqa: B023 (used at once)
+            key: _map(src, lambda t: t.take(rows))  # noqa: B023 (used at once)
             for key, src in sources.items()
         }
+
+
+class TransitionRows:
+    """One minibatch's transitions, `indices` into the [N, T] transitions in env-major
+    order, with their row numbers in each storage layout, each computed once, however
+    many fields read them."""
+
+    def __init__(self, indices: torch.Tensor, num_envs: int, num_steps: int) -> None:
+        self.env_major = indices  # env-major order is what the indices count in
+        self.num_envs, self.num_steps = num_envs, num_steps
+        self._split: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._time_major: torch.Tensor | None = None
+
+    @property
+    def env_and_step(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each transition's env and step indices."""
+        if self._split is None:
+            self._split = (self.env_major // self.num_steps, self.env_major % self.num_steps)
+        return self._split
+
+    @property
+    def time_major(self) -> torch.Tensor:
+        """Row t * N + i of transition (env i, step t): a rollout's storage order."""
+        if self._time_major is None:
+            env_idx, step_idx = self.env_and_step
+            self._time_major = step_idx * self.num_envs + env_idx
+        return self._time_major
 
 
 class RowSource:
@@ -115,13 +142,11 @@ class RowSource:
         elif field.is_contiguous():
             self.flat = field.view(rows, *field.shape[2:])
 
-    def take(self, env_idx: torch.Tensor, step_idx: torch.Tensor) -> torch.Tensor:
-        """The rows of transitions (env_idx[i], step_idx[i]), [B, ...]."""
+    def take(self, rows: TransitionRows) -> torch.Tensor:
+        """The field's values at `rows`' transitions, [B, ...]."""
         if self.flat is None:
-            return self.field[env_idx, step_idx]
-        num_envs, num_steps = self.field.shape[:2]
-        rows = step_idx * num_envs + env_idx if self.time_major else env_idx * num_steps + step_idx
-        return self.flat.index_select(0, rows)
+            return self.field[rows.env_and_step]
+        return self.flat.index_select(0, rows.time_major if self.time_major else rows.env_major)
 
 
 def epoch_minibatches(

@@ -1,7 +1,12 @@
 import pytest
 import torch
 
-from rlcore.algos.minibatch import RowSource, epoch_minibatches, iterate_minibatches
+from rlcore.algos.minibatch import (
+    RowSource,
+    TransitionRows,
+    epoch_minibatches,
+    iterate_minibatches,
+)
 from rlcore.observations import FLAT_KEY, as_spec
 from rlcore.rollout import (
     ACTION,
@@ -117,4 +122,5 @@ def test_minibatch_rows_are_the_indexed_transitions_in_any_layout(layout):
     env_idx, step_idx = torch.tensor([3, 0, 2, 2, 1]), torch.tensor([5, 0, 1, 4, 3])
     source = RowSource(field)
     assert (source.flat is None) == (layout == "strided")
-    assert torch.equal(source.take(env_idx, step_idx), field[env_idx, step_idx])
+    rows = TransitionRows(env_idx * 6 + step_idx, num_envs=4, num_steps=6)
+    assert torch.equal(source.take(rows), field[env_idx, step_idx])
