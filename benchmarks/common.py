@@ -110,6 +110,18 @@ def base_parser(description: str) -> argparse.ArgumentParser:
 BENCHMARK_PACKAGES = (*RESULT_PACKAGES, "stable_baselines3")
 
 
+def device_arg(name: str) -> torch.device:
+    """`--device NAME` as a torch device; one line and exit where it names none, or CUDA on
+    a machine without it (not a traceback from deep in the first CUDA call)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise SystemExit(f"--device: {exc}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
 def setup(
     args: argparse.Namespace,
     title: str,

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import base_parser, print_table, setup, write_json
+from benchmarks.common import base_parser, device_arg, print_table, setup, write_json
 from rlcore.config import ExperimentConfig
 from rlcore.presets_cuda import CUDA_PRESETS
 from rlcore.trainer import Trainer
@@ -107,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile", action="store_true", help="runtime.compile's path")
     args = parser.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"--device {device}: CUDA is not available on this machine")
+    device_arg(device)
     meta = setup(
         args,
         f"GPU presets to target on {device}",

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from benchmarks import cuda_presets, fused_step, sac_update, throughput
-from benchmarks.common import base_parser, print_table, setup, verdict, write_json
+from benchmarks.common import base_parser, device_arg, print_table, setup, verdict, write_json
 from rlcore.algos.compile import check_compile_available
 from rlcore.presets_cuda import CUDA_PRESETS
 
@@ -271,12 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", nargs="+", type=int, help="sps: the Ns (default: the mode's)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise SystemExit(f"--device: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine")
+    device = device_arg(args.device)
     kind = "cuda" if device.type == "cuda" else "cpu"
     mode = MODES[kind]
     if args.sizes:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 import gymnasium.spaces as spaces
 import torch
 
-from benchmarks.common import base_parser, print_table, setup, write_json
+from benchmarks.common import base_parser, device_arg, print_table, setup, write_json
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.ppo import PPO
 from rlcore.config import PolicyConfig
@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="+", type=int, default=[512, 2048], help="minibatch sizes")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed repetition")
     args = parser.parse_args(argv)
+    device = device_arg(args.device)
     meta = setup(args, "One PPO minibatch step: eager, loss compiled, whole step compiled, graphed")
-    device = torch.device(args.device)
     results = []
     for task in args.tasks:
         for minibatch in args.rows:

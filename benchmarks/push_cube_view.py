@@ -21,7 +21,14 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import base_parser, print_table, setup, time_interleaved, write_json
+from benchmarks.common import (
+    base_parser,
+    device_arg,
+    print_table,
+    setup,
+    time_interleaved,
+    write_json,
+)
 from rlcore.envs.push_cube import PushCube
 from rlcore.envs.push_cube_view import TopDownView
 
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     args = parser.parse_args(argv)
     meta = setup(args, "PushCube top-down view: ms per draw")
-    device = torch.device(args.device)
+    device = device_arg(args.device)
     print(f"device {device} | torch.set_num_threads({torch.get_num_threads()})")
     rows = [measure(n, size, device, args.reps) for n in args.envs for size in args.sizes]
     print_table(

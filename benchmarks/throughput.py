@@ -60,6 +60,7 @@ from tensordict import TensorDict
 
 from benchmarks.common import (
     base_parser,
+    device_arg,
     preset_or_note,
     print_table,
     setup,
@@ -426,12 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     args.env_options = parse_env_options(args.env_options)
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise SystemExit(f"--device: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine")
+    device_arg(args.device)
     meta = setup(args, "rlcore throughput (steps per second)")
     parts = set(args.parts)
     print(

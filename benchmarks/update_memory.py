@@ -41,7 +41,14 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import base_parser, preset_or_note, print_table, setup, write_json
+from benchmarks.common import (
+    base_parser,
+    device_arg,
+    preset_or_note,
+    print_table,
+    setup,
+    write_json,
+)
 from rlcore.config import ExperimentConfig
 from rlcore.envs import ENVS
 from rlcore.rollout import nominal_bytes
@@ -265,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         help="cpu only: VmHWM reset (hwm), 1 ms RSS sampling (sample), or hwm if possible",
     )
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
+    device = device_arg(args.device)
     meta = setup(
         args,
         "PPO update peak memory vs rollout nominal bytes",
