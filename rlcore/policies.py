@@ -13,6 +13,7 @@ more than the maths at the batch sizes used here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import gymnasium.spaces as spaces
@@ -35,8 +36,32 @@ from rlcore.policy_inputs import (
 __all__ = ["Actor", "ActorCritic", "RunningNorm", "SquashedGaussianActor", "make_policy"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """`torch.relu`; inside `torch.compile` on CPU, written as `x * max(sign(x), 0)`.
+
+    Compiled, ReLU's backward reads a boolean mask that the forward saves, and Inductor's
+    CPU code stores boolean vectors very slowly (~20 ns an element with AVX2, torch 2.13):
+    a compiled SAC update of 256x256 networks ran 1.4x slower than eager
+    (benchmarks/README.md, *sac_update*). Here the saved mask is a float one (`sgn` and
+    `clamp_min` are float ops that Inductor keeps float); the value is ReLU's (-0.0 where
+    ReLU gives 0.0) and so is the gradient, 0 at 0 included.
+    """
+    if torch.compiler.is_compiling() and x.device.type == "cpu":
+        return x * torch.sgn(x.detach()).clamp_min(0)
+    return torch.relu(x)
+
+
 # What each activation module's forward calls (with its default arguments).
-_ACTIVATION_FUNCTIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: F.elu}
+_ACTIVATION_FUNCTIONS = {nn.Tanh: torch.tanh, nn.ReLU: relu, nn.ELU: F.elu}
+
+
+def activation_function(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function `ACTIVATIONS[name]`'s forward computes (`relu` for "relu")."""
+    return _ACTIVATION_FUNCTIONS[ACTIVATIONS[name]]
+
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 

@@ -23,7 +23,11 @@ from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.compile import compiled
 from rlcore.algos.sac_config import SACConfig
 from rlcore.encoders import random_shift
-from rlcore.policies import ACTIVATIONS, SquashedGaussianActor, squashed_gaussian_policy
+from rlcore.policies import (
+    SquashedGaussianActor,
+    activation_function,
+    squashed_gaussian_policy,
+)
 from rlcore.precision import native_bf16
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
@@ -55,7 +59,7 @@ class TwinQ(nn.Module):
             self.weights.append(nn.Parameter(weight))
             bias = torch.empty(2, 1, fan_out).uniform_(-bound, bound)
             self.biases.append(nn.Parameter(bias))
-        self.activation = ACTIVATIONS[activation]()
+        self.activation = activation_function(activation)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Both networks' Q values of (`obs`, `action`), stacked on a leading axis of 2."""

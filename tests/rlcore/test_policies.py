@@ -93,3 +93,26 @@ def test_mlp_computes_what_its_sequential_modules_compute_to_the_bit(activation)
         "actor.4.bias", "critic.0.weight", "critic.0.bias", "critic.2.weight",
         "critic.2.bias", "critic.4.weight", "critic.4.bias",
     ]  # fmt: skip
+
+
+def test_compiled_relu_has_relus_values_and_gradients_zero_and_nan_included():
+    from rlcore.policies import relu
+
+    def square_of_relu(x):  # a backward that needs the forward's mask
+        return relu(x).square().sum() + relu(x).sum()
+
+    x = torch.tensor([-2.0, -0.0, 0.0, 1e-30, 3.0, -1e-30, float("nan")])
+    values = {}
+    for name, fn in (("eager", relu), ("compiled", torch.compile(relu))):
+        values[name] = fn(x)
+    torch.testing.assert_close(values["compiled"], torch.relu(x), equal_nan=True)
+    torch.testing.assert_close(values["eager"], torch.relu(x), equal_nan=True)
+    finite = x[:-1]
+    grads = {}
+    for name, fn in (("eager", square_of_relu), ("compiled", torch.compile(square_of_relu))):
+        leaf = finite.clone().requires_grad_(True)
+        fn(leaf).backward()
+        grads[name] = leaf.grad
+    reference = torch.tensor([0.0, 0.0, 0.0, 1.0, 7.0, 0.0])  # 2 relu(x) + 1 where x > 0
+    assert torch.equal(grads["eager"], reference)
+    assert torch.equal(grads["compiled"], reference)
