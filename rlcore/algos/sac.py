@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import logging
 import math
 from typing import Any, ClassVar
 
@@ -31,8 +30,6 @@ from rlcore.policies import (
 from rlcore.precision import native_bf16
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
-
-log = logging.getLogger(__name__)
 
 
 class TwinQ(nn.Module):
@@ -101,7 +98,7 @@ class SAC:
             torch.manual_seed(ctx.experiment.trainer.seed + 1)
             return cls(
                 ctx.policy, ctx.cfg, hidden, ctx.experiment.policy.activation, ctx.generator,
-                compile_update=ctx.compile_loss and _compile_pays(ctx.env.device),
+                compile_update=ctx.compile_loss,
             )  # fmt: skip
 
     def __init__(
@@ -150,9 +147,37 @@ class SAC:
         # eager update's order. Image observations' random shifts draw inside the losses:
         # those run eager.
         self._compiled = compile_update and not (self._images and cfg.random_shift)
-        if self._compiled:  # sizes turn dynamic at a second size (as `WholeStep`'s do)
+        # On CPU, for flat observations in float32, the whole update is one compiled
+        # function instead (`_one_eager`): gradients by `torch.func`, forward and backward
+        # in one graph, then Adam (`DeviceAdam`, whose state converts to and from the
+        # optimizers' for checkpoints) and the target update. Between the two losses'
+        # functions, the autograd engine and the three optimizers' steps were a fifth of
+        # the update (benchmarks/README.md, *sac_update*).
+        self._one_function = (
+            self._compiled
+            and device.type == "cpu"
+            and not self._images
+            and not self._mixed_precision
+        )
+        if self._one_function:
+            from rlcore.algos.whole_step import DeviceAdam
+
+            self._adams = [
+                DeviceAdam(list(opt.param_groups[0]["params"]), opt.defaults["lr"], cfg.adam_eps)
+                for opt in self._optimizers()
+            ]
+            self._enabled = torch.ones((), dtype=torch.bool, device=device)
+            self._holder = _Holder(self)
+            self._critic_names = [f"critic.{n}" for n, _ in self.critic.named_parameters()]
+            self._actor_names = [f"actor.actor.{n}" for n, _ in actor.actor.named_parameters()]
+            self._one = compiled(self._one_eager)
+        elif self._compiled:  # sizes turn dynamic at a second size (as `WholeStep`'s do)
             self._critic_terms = compiled(self._critic_terms)
             self._actor_terms = compiled(self._actor_terms)
+
+    def _optimizers(self) -> list[torch.optim.Adam]:
+        """The critics', the actor's and the temperature's optimizers, in step order."""
+        return [self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer]
 
     def _autocast(self) -> torch.autocast:
         """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""
@@ -194,6 +219,12 @@ class SAC:
         """
         noise: list[torch.Tensor | None] = [None, None]
         data: TensorDict | dict = batch
+        if self._one_function:
+            shape, device = (batch.batch_size[0], self.actor.action_dim), self.log_alpha.device
+            draws = [torch.randn(shape, generator=self.generator, device=device) for _ in noise]
+            data = {key: _plain(batch[key]) for key in (OBS, NEXT_OBS, ACTION, REWARD, TERMINATED)}
+            with torch.no_grad():  # `torch.func.grad` differentiates all the same
+                return self._one(data, draws[0], draws[1])
         if self._compiled:
             # The draws the eager update makes, in its order: a' ~ pi(s'), then a ~ pi(s).
             shape, device = (batch.batch_size[0], self.actor.action_dim), self.log_alpha.device
@@ -231,6 +262,47 @@ class SAC:
             ]
         )
 
+    def _one_eager(
+        self, data: dict, critic_noise: torch.Tensor, actor_noise: torch.Tensor
+    ) -> torch.Tensor:
+        """The update (`update`'s steps, in its order) as one function: what `self._one`
+        compiles. Returns the stats in `metric_names` order."""
+        critic_adam, actor_adam, alpha_adam = self._adams
+        alpha = self.log_alpha.detach().exp()
+
+        def critic_loss(params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple]:
+            values = dict(zip(self._critic_names, params, strict=True))
+            loss, q, x, critic_x = torch.func.functional_call(
+                self._holder, values, ("critic", data, alpha, critic_noise)
+            )
+            return loss, (q, x, critic_x)
+
+        grads, (critic_loss_value, (q, x, critic_x)) = torch.func.grad_and_value(
+            critic_loss, has_aux=True
+        )(tuple(critic_adam.params))
+        critic_adam.apply(_flat_grad(grads), self._enabled)
+
+        def actor_loss(params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+            values = dict(zip(self._actor_names, params, strict=True))
+            return torch.func.functional_call(
+                self._holder, values, ("actor", x, critic_x, alpha, actor_noise)
+            )
+
+        grads, (actor_loss_value, log_prob) = torch.func.grad_and_value(actor_loss, has_aux=True)(
+            tuple(actor_adam.params)
+        )
+        actor_adam.apply(_flat_grad(grads), self._enabled)
+
+        # d/d(log alpha) of -(log_alpha (log_prob + target_entropy)).mean()
+        alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        if self.cfg.autotune_alpha:
+            alpha_grad = -(log_prob + self.target_entropy).mean().reshape(1)
+            alpha_adam.apply(alpha_grad, self._enabled)
+        self.update_targets()
+        return torch.stack(
+            [critic_loss_value, actor_loss_value, alpha_loss, alpha, q[0].mean(), -log_prob.mean()]
+        )
+
     def _critic_terms(
         self, batch: TensorDict | dict, alpha: torch.Tensor, noise: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -261,6 +333,9 @@ class SAC:
 
     def state_dict(self) -> dict[str, Any]:
         """Critics, target critics, temperature and the three optimizers' states."""
+        if self._one_function:  # their state, in torch Adam's format (a host read)
+            for device_adam, adam in zip(self._adams, self._optimizers(), strict=True):
+                device_adam.write_into(adam)
         return {
             "critic": self.critic.state_dict(),
             "critic_target": self.critic_target.state_dict(),
@@ -279,6 +354,9 @@ class SAC:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        if self._one_function:
+            for device_adam, adam in zip(self._adams, self._optimizers(), strict=True):
+                device_adam.read_from(adam)
 
     def rank_state_dict(self) -> dict[str, Any]:
         """Nothing differs between ranks but what the trainer saves itself (the buffer)."""
@@ -288,16 +366,23 @@ class SAC:
         """Nothing to restore: `rank_state_dict` is empty."""
 
 
-def _compile_pays(device: torch.device) -> bool:
-    """Whether compiling SAC's losses pays on `device`: on CUDA, where the update is bound by
-    kernel launches, it shortens the update; on CPU Inductor's generated kernels made it
-    slower (benchmarks/README.md, *sac_update*), so there the update stays eager, said once."""
-    if torch.device(device).type == "cuda":
-        return True
-    log.warning("runtime.compile: SAC's update runs eager on CPU, where compiling slows it")
-    return False
-
-
 def _plain(value: torch.Tensor | TensorDict) -> torch.Tensor | dict[str, torch.Tensor]:
     """A batch field as a tensor or a dict of tensors (what a compiled function reads)."""
     return dict(value.items()) if isinstance(value, TensorDict) else value
+
+
+class _Holder(nn.Module):
+    """SAC's networks as submodules of one module, so `torch.func.functional_call` can hand
+    either loss the parameters it differentiates (critic.*, actor.actor.*)."""
+
+    def __init__(self, sac: SAC) -> None:
+        super().__init__()
+        self.critic, self.actor = sac.critic, sac.actor
+        self._terms = {"critic": sac._critic_terms, "actor": sac._actor_terms}
+
+    def forward(self, which: str, *args: Any) -> Any:
+        return self._terms[which](*args)
+
+
+def _flat_grad(grads: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return torch.cat([grad.reshape(-1) for grad in grads])

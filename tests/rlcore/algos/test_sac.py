@@ -257,10 +257,33 @@ def test_the_compiled_update_takes_the_eager_steps():
     torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-4)
 
 
-def test_runtime_compile_leaves_the_cpu_update_eager_and_says_so(caplog):
-    from rlcore.algos.sac import _compile_pays
+def test_on_cpu_the_compiled_update_is_one_function_and_resumes_exactly():
+    import copy
 
-    with caplog.at_level("WARNING"):
-        assert not _compile_pays(torch.device("cpu"))
-    assert "runs eager on CPU" in caplog.text
-    assert _compile_pays(torch.device("cuda"))
+    sac = make_sac(seed=4, compile_update=True)
+    assert sac._one_function  # flat observations, float32, CPU
+    for i in range(2):
+        sac.update(random_batch(seed=i))
+    saved = copy.deepcopy(sac.state_dict())
+    saved_actor = copy.deepcopy(sac.actor.state_dict())
+    saved_draws = sac.generator.get_state()  # the trainer's checkpoint holds it
+    adam_state = saved["critic_optimizer"]["state"]
+    assert float(adam_state[0]["step"]) == 2  # the device state, in torch Adam's format
+    assert adam_state[0]["exp_avg"].abs().sum() > 0
+    later = [sac.update(random_batch(seed=i)) for i in (2, 3)]
+
+    resumed = make_sac(seed=9, compile_update=True)  # other initial weights, then loaded
+    resumed.actor.load_state_dict(saved_actor)
+    resumed.load_state_dict(saved)
+    resumed.generator.set_state(saved_draws)
+    again = [resumed.update(random_batch(seed=i)) for i in (2, 3)]
+    assert torch.equal(sac_parameters(resumed), sac_parameters(sac))
+    assert torch.equal(torch.stack(again), torch.stack(later))
+
+    eager = make_sac(seed=9)  # a compiled run's checkpoint resumes eagerly too
+    eager.actor.load_state_dict(saved_actor)
+    eager.load_state_dict(saved)
+    eager.generator.set_state(saved_draws)
+    for i in (2, 3):
+        eager.update(random_batch(seed=i))
+    torch.testing.assert_close(sac_parameters(eager), sac_parameters(sac), atol=1e-5, rtol=1e-4)
