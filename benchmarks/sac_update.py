@@ -77,6 +77,22 @@ def random_batch(size: int, obs_dim: int, action_dim: int, device: str = "cpu") 
     return batch.to(device)
 
 
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def matmul_time_ms(algo: SAC, batch: TensorDict, updates: int = 20) -> float:
+    """Milliseconds per update spent inside matrix-product kernels (the profiler's self
+    CPU time of `MATMUL_OPS`): eager and compiled code call the same BLAS kernels, so an
+    update can get no shorter than these, however the rest is fused."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(updates):
+            algo.update(batch)
+    total_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMUL_OPS)
+    return total_us / updates / 1e3
+
+
 def median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(n / d for n, d in zip(num, den, strict=True))
 
@@ -90,6 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--compile", action="store_true",
         help="also time each setting with runtime.compile (the compiled update)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--matmul", action="store_true",
+        help="also profile each setting: milliseconds in matrix products (CPU), the part "
+        "of an update that compiling cannot shorten",
     )  # fmt: skip
     args = parser.parse_args(argv)
     sizes = list(dict.fromkeys(args.hidden))
@@ -112,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
 
     timings = time_interleaved({key: (lambda a=a: timed(a)) for key, a in algos.items()}, args.reps)
     samples = {key: t.samples_s for key, t in timings.items()}
+    matmul_ms = {key: matmul_time_ms(a, batch) for key, a in algos.items()} if args.matmul else {}
     rows = []
     for (size, precision, compiled), timing in timings.items():
         row = {"hidden": size_name(size), "precision": precision, "compiled": compiled}
@@ -123,6 +145,10 @@ def main(argv: list[str] | None = None) -> None:
                 samples[size, "bfloat16", compiled], samples[size, "float32", compiled]
             )
         row["compiled_vs_eager"] = median_ratio(mine, samples[size, precision, False])
+        if args.matmul:
+            row["matmul_ms"] = matmul_ms[size, precision, compiled]
+            eager_ms = timings[size, precision, False].median_s * 1e3
+            row["matmul_of_eager"] = row["matmul_ms"] / eager_ms
         rows.append(row)
     columns = [
         ("hidden", "hidden", ""),
@@ -132,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.compile:
         columns.append(("compiled_vs_eager", "/ eager's", ".3f"))
+    if args.matmul:
+        columns.append(("matmul_ms", "matmul ms", ".2f"))
+        columns.append(("matmul_of_eager", "matmul / eager update", ".3f"))
     if len(sizes) > 1:
         columns.append(("vs_first_size", f"/ {size_name(sizes[0])}'s", ".3f"))
     if len(precisions) == 2:
