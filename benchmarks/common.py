@@ -172,6 +172,22 @@ class Timing:
     calls_per_rep: int
 
 
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def matmul_ms_per_call(fn: Callable[[], object], calls: int = 20) -> float:
+    """Milliseconds per call of `fn` spent inside matrix-product kernels (the profiler's
+    self CPU time of `MATMUL_OPS`). Eager and compiled code call the same BLAS kernels, so
+    compiling can shorten a step to these at best, however the rest is fused."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+    total_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMUL_OPS)
+    return total_us / calls / 1e3
+
+
 def time_calls(fn: Callable[[], object], reps: int, min_rep_s: float = 0.1) -> Timing:
     """Warm up `fn`, then time `reps` repetitions; return the median seconds per call.
 

@@ -29,6 +29,7 @@ observations).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -36,7 +37,14 @@ from collections.abc import Callable
 import gymnasium.spaces as spaces
 import torch
 
-from benchmarks.common import base_parser, device_arg, print_table, setup, write_json
+from benchmarks.common import (
+    base_parser,
+    device_arg,
+    matmul_ms_per_call,
+    print_table,
+    setup,
+    write_json,
+)
 from rlcore.algos.config import PPOConfig
 from rlcore.algos.ppo import PPO
 from rlcore.config import PolicyConfig
@@ -133,7 +141,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(task: str, rows: int, minibatch: int, device: torch.device, reps: int, steps: int):
+def measure(
+    task: str,
+    rows: int,
+    minibatch: int,
+    device: torch.device,
+    reps: int,
+    steps: int,
+    matmul: bool = False,
+):
     variants = ["eager", "loss", "step"] + (["graph"] if device.type == "cuda" else [])
     gen = torch.Generator().manual_seed(2)
     indices = [torch.randperm(rows, generator=gen)[:minibatch].to(device) for _ in range(steps)]
@@ -176,6 +192,13 @@ def measure(task: str, rows: int, minibatch: int, device: torch.device, reps: in
                 step(idx)
             sync(device)
             samples[name].append((clock() - start) / steps)
+    # What compiling cannot shorten: the step's time in matrix-product kernels (CPU).
+    matmul_ms = {}
+    if matmul and device.type == "cpu":
+        for name, (step, _) in built.items():
+            calls = iter(indices * 2)
+            matmul_ms[name] = matmul_ms_per_call(lambda s=step, c=calls: s(next(c)), len(indices))
+    eager_ms = statistics.median(samples["eager"]) * 1e3
     return [
         {
             "task": task,
@@ -188,6 +211,8 @@ def measure(task: str, rows: int, minibatch: int, device: torch.device, reps: in
             "first_s": first_s[name],
             "max_param_diff": max_diff[name],
             "syncs": syncs.get(name, "-"),
+            "matmul_ms": matmul_ms.get(name, math.nan),
+            "matmul_of_eager": matmul_ms.get(name, math.nan) / eager_ms,
         }
         for name in variants
     ]
@@ -203,6 +228,7 @@ COLUMNS = [
     ("max_param_diff", "max |param - eager's|", ".1e"),
     ("syncs", "host syncs (CUDA)", ""),
 ]
+MATMUL_COLUMNS = [("matmul_ms", "matmul ms", ".3f"), ("matmul_of_eager", "matmul / eager", ".2f")]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -211,14 +237,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--rows", nargs="+", type=int, default=[512, 2048], help="minibatch sizes")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed repetition")
+    parser.add_argument(
+        "--matmul", action="store_true",
+        help="also profile each step: milliseconds in matrix products (CPU), the part "
+        "compiling cannot shorten",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     device = device_arg(args.device)
     meta = setup(args, "One PPO minibatch step: eager, loss compiled, whole step compiled, graphed")
     results = []
     for task in args.tasks:
         for minibatch in args.rows:
-            results += measure(task, 4 * minibatch, minibatch, device, args.reps, args.steps)
-    print_table(results, COLUMNS)
+            results += measure(
+                task, 4 * minibatch, minibatch, device, args.reps, args.steps, args.matmul
+            )
+    print_table(results, COLUMNS + (MATMUL_COLUMNS if args.matmul else []))
     write_json(args.json, meta | {"device": str(device)}, {"results": results})
 
 

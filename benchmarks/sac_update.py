@@ -5,13 +5,16 @@ Run from the repository root:
     .venv/bin/python -m benchmarks.sac_update
     .venv/bin/python -m benchmarks.sac_update --hidden 256 --batch 256 --reps 9
     .venv/bin/python -m benchmarks.sac_update --hidden 256x256 400x300 --precisions bfloat16
+    .venv/bin/python -m benchmarks.sac_update --compile --matmul --precisions float32
 
 Builds `SAC_PRESETS["mujoco_halfcheetah"]` (obs 17, action 6) once per network size
 (`--hidden`: `256` for 256x256, or `400x300`; actor and critics alike) and precision
 (`algorithm.sac.precision`), and times `algo.update(batch)` on the same random batch in
 interleaved repetitions: median ms per update, and ratios within each repetition
 (bfloat16 / float32 per size; each size / the first size per precision). The CPU's bf16
-support decides the precision ratio: `lscpu | grep bf16`.
+support decides the precision ratio: `lscpu | grep bf16`. `--compile` adds the compiled
+update (`runtime.compile: true`); `--matmul` profiles each setting for its milliseconds
+inside matrix products, which compiling cannot shorten.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tensordict import TensorDict
 from benchmarks.common import (
     base_parser,
     hidden_sizes,
+    matmul_ms_per_call,
     print_table,
     setup,
     time_interleaved,
@@ -77,22 +81,6 @@ def random_batch(size: int, obs_dim: int, action_dim: int, device: str = "cpu") 
     return batch.to(device)
 
 
-MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-
-
-def matmul_time_ms(algo: SAC, batch: TensorDict, updates: int = 20) -> float:
-    """Milliseconds per update spent inside matrix-product kernels (the profiler's self
-    CPU time of `MATMUL_OPS`): eager and compiled code call the same BLAS kernels, so an
-    update can get no shorter than these, however the rest is fused."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(updates):
-            algo.update(batch)
-    total_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMUL_OPS)
-    return total_us / updates / 1e3
-
-
 def median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(n / d for n, d in zip(num, den, strict=True))
 
@@ -133,7 +121,11 @@ def main(argv: list[str] | None = None) -> None:
 
     timings = time_interleaved({key: (lambda a=a: timed(a)) for key, a in algos.items()}, args.reps)
     samples = {key: t.samples_s for key, t in timings.items()}
-    matmul_ms = {key: matmul_time_ms(a, batch) for key, a in algos.items()} if args.matmul else {}
+    matmul_ms = (
+        {key: matmul_ms_per_call(lambda a=a: a.update(batch)) for key, a in algos.items()}
+        if args.matmul
+        else {}
+    )
     rows = []
     for (size, precision, compiled), timing in timings.items():
         row = {"hidden": size_name(size), "precision": precision, "compiled": compiled}
