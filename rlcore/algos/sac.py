@@ -219,17 +219,14 @@ class SAC:
         """
         noise: list[torch.Tensor | None] = [None, None]
         data: TensorDict | dict = batch
-        if self._one_function:
-            shape, device = (batch.batch_size[0], self.actor.action_dim), self.log_alpha.device
-            draws = [torch.randn(shape, generator=self.generator, device=device) for _ in noise]
-            data = {key: _plain(batch[key]) for key in (OBS, NEXT_OBS, ACTION, REWARD, TERMINATED)}
-            with torch.no_grad():  # `torch.func.grad` differentiates all the same
-                return self._one(data, draws[0], draws[1])
         if self._compiled:
             # The draws the eager update makes, in its order: a' ~ pi(s'), then a ~ pi(s).
             shape, device = (batch.batch_size[0], self.actor.action_dim), self.log_alpha.device
             noise = [torch.randn(shape, generator=self.generator, device=device) for _ in noise]
             data = {key: _plain(batch[key]) for key in (OBS, NEXT_OBS, ACTION, REWARD, TERMINATED)}
+            if self._one_function:
+                with torch.no_grad():  # `torch.func.grad` differentiates all the same
+                    return self._one(data, noise[0], noise[1])
         alpha = self.log_alpha.detach().exp()
         critic_loss, q, x, critic_x = self._critic_terms(data, alpha, noise[0])
         self.critic_optimizer.zero_grad(set_to_none=True)
