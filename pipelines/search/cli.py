@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,10 @@ def search_main(argv: list[str]) -> int:
         if args.worker is not None:
             if args.parent_pid is not None:
                 die_with_parent(args.parent_pid)
+            # The search stops its workers with SIGINT. A search started with `&` from a
+            # script passes on SIGINT ignored (POSIX), and Python then installs no handler:
+            # install it, as a worker runs in its own session, out of a terminal's reach.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 run_worker(params, layout, worker=args.worker)
             except KeyboardInterrupt:  # its search says so, once for all workers

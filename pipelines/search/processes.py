@@ -40,24 +40,27 @@ def start_workers(params_path: Path, layout: Layout, workers: int) -> list[subpr
     ]
 
 
-def wait_for_workers(workers: list[subprocess.Popen], stop: bool) -> tuple[list[int], bool]:
-    """Wait for the worker processes; `stop`, or a Ctrl-C meanwhile: interrupt each once
-    (its running trial is failed, its finished ones kept). Returns their exit codes and
-    whether they were interrupted."""
+def wait_for_workers(
+    workers: list[subprocess.Popen], stop: KeyboardInterrupt | None
+) -> tuple[list[int], KeyboardInterrupt | None]:
+    """Wait for the worker processes; `stop` (what stopped this process: a Ctrl-C, or
+    SIGTERM's `Terminated`), or one arriving meanwhile: interrupt each once (its running
+    trial is failed, its finished ones kept). Returns their exit codes and what stopped
+    the search (None when nothing did)."""
 
     def interrupt() -> None:
         for process in workers:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGINT)
 
-    if stop:
+    if stop is not None:
         interrupt()
     while True:
         try:
             return [process.wait() for process in workers], stop
-        except KeyboardInterrupt:
-            if not stop:
-                stop = True
+        except KeyboardInterrupt as exc:
+            if stop is None:
+                stop = exc
                 interrupt()
 
 

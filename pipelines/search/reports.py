@@ -196,7 +196,7 @@ def _trial_notes(study: optuna.Study, search: SearchParams, summary: dict[str, A
     stopped = [t.number for t in stopped_trials(study.get_trials(deepcopy=False), search.retries)]
     notes = []
     if stopped:
-        notes.append(f"trials {stopped} were stopped by a Ctrl-C and run again on resuming")
+        notes.append(f"trials {stopped} were stopped (Ctrl-C or SIGTERM) and run again on resuming")
     if summary["retried"]:
         notes.append(f"{summary['retried']} stopped trial(s) ran again as retries, not counted")
     machines = {

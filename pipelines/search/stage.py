@@ -81,29 +81,28 @@ def search(
     _check_experiment_builds(params)
     _prepare_study(section, layout, join, workers)
     extra = start_workers(params_path, layout, workers)
-    interrupted = False
+    stopped_by: KeyboardInterrupt | None = None
     try:
         # A joining search samples apart from the study's first process: its pid seeds it.
         run_worker(params, layout, worker=os.getpid() if join else 0, train=train)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # a Ctrl-C, or SIGTERM's `Terminated`
+        stopped_by = exc
     finally:
-        codes, stopped = wait_for_workers(extra, stop=interrupted)
-    interrupted |= stopped
+        codes, stopped_by = wait_for_workers(extra, stop=stopped_by)
     study = open_study(params, layout, wait=True)
     summary = write_reports(study, params, layout)
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     write_json(layout.search_metrics, summary)
     print(f"[search] done in {summary['wall_s']:.1f}s: {summary}", flush=True)
     print(f"[search] reports: {layout.search_reports}/ (summary.md, best_params.yaml)", flush=True)
-    if interrupted:
+    if stopped_by is not None:
         print(
             f"[search] interrupted with {summary['trials']} of {section.n_trials} trials "
             "(the ones running are failed); the reports above cover the finished ones; run "
             "the search again to resume the study (it runs the failed ones again first)",
             flush=True,
         )
-        raise KeyboardInterrupt
+        raise stopped_by  # SIGTERM's `Terminated` exits 143, a Ctrl-C 130
     if any(codes):
         check_nothing_lost(study, section.n_trials, codes)
     return summary
@@ -133,7 +132,7 @@ def _prepare_study(section: SearchParams, layout: Layout, join: bool, workers: i
         stopped = requeue_stopped(study, retries)
         if stopped:
             print(
-                f"[search] trials {stopped} were stopped by a Ctrl-C: queued again (up to "
+                f"[search] trials {stopped} were stopped (Ctrl-C or SIGTERM): queued again (up to "
                 f"section.retries {retries} times)",
                 flush=True,
             )

@@ -88,11 +88,28 @@ def test_a_search_whose_worker_died_fails_naming_the_lost_trial(tmp_path):
     assert (Layout(tmp_path).search_reports / "trials.csv").exists()  # reports still written
 
 
+def sigint_as_in_a_background_job() -> None:
+    """What a non-interactive shell's `&` gives its job: SIGINT ignored (its workers inherit
+    that too)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
+@pytest.mark.parametrize(
+    ("started_as", "stop", "code", "why"),
+    [
+        (sigint_as_in_a_terminal, signal.SIGINT, 130, "interrupted"),
+        (sigint_as_in_a_background_job, signal.SIGTERM, 143, "stopped by SIGTERM"),
+    ],
+    ids=["ctrl-c", "sigterm-to-a-background-job"],
+)
+def test_a_stop_stops_the_workers_and_still_writes_the_reports(
+    tmp_path, started_as, stop, code, why
+):
     """SIGINT to the search alone (a terminal's Ctrl-C reaches only it: its workers run in
-    their own session): it interrupts each worker once, fails the running trials, writes
-    the reports of the study so far and exits 130 with one message."""
+    their own session), or SIGTERM to a search started with `&` from a script: it
+    interrupts each worker once, fails the running trials, writes the reports of the study
+    so far and exits 130 (143) with one message."""
     data = slow_trials(4)
     proc = run_cli(
         tmp_path,
@@ -100,19 +117,19 @@ def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
         "2",
         data=data,
         start_new_session=True,
-        preexec_fn=sigint_as_in_a_terminal,
+        preexec_fn=started_as,
     )
     try:
         running = wait_for_running_trials(data, Layout(tmp_path), 2)
         (worker,) = children(proc.pid)
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, stop)
         out, _ = proc.communicate(timeout=300)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, out
+    assert proc.returncode == code, out
     assert "Traceback" not in out and not alive(worker)
-    assert out.count("error: search: interrupted") == 1, out
+    assert out.count(f"error: search: {why}") == 1, out
     assert "[search] interrupted with 2 of 4 trials" in out, out
     trials = open_study(parse_params(data), Layout(tmp_path)).get_trials()
     assert {t.number: t.state for t in trials} == {t.number: TrialState.FAIL for t in running}
@@ -120,4 +137,5 @@ def test_ctrl_c_stops_the_workers_and_still_writes_the_reports(tmp_path):
     assert sorted(r["state"] for r in rows) == ["FAIL", "FAIL"]
     summary_md = (Layout(tmp_path).search_reports / "summary.md").read_text()
     stopped = sorted(t.number for t in running)
-    assert f"trials {stopped} were stopped by a Ctrl-C and run again on resuming" in summary_md
+    note = f"trials {stopped} were stopped (Ctrl-C or SIGTERM) and run again on resuming"
+    assert note in summary_md

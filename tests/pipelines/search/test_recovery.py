@@ -86,7 +86,7 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, c
 
     summary = search(params, layout)
     out = capsys.readouterr().out
-    assert "trials [0] were stopped by a Ctrl-C: queued again" in out
+    assert "trials [0] were stopped (Ctrl-C or SIGTERM): queued again" in out
     # The copy takes the stopped trial's place in the count: 1 of 3 done, not 2.
     assert "trial 1 (a retry of trial 0, which a Ctrl-C stopped) complete" in out
     assert "(1/3 finished)" in out and "(4/3 finished)" not in out
@@ -100,7 +100,7 @@ def test_a_trial_stopped_by_ctrl_c_runs_again_when_the_study_resumes(tmp_path, c
     assert "Trials: 3 complete (3 of `n_trials` 3); 1 stopped trial(s) ran again" in summary_md
     # A second resume queues nothing again: the copy already replaced the stopped trial.
     search(params, layout)
-    assert "stopped by a Ctrl-C" not in capsys.readouterr().out
+    assert "were stopped (Ctrl-C or SIGTERM)" not in capsys.readouterr().out
     assert len(open_study(params, layout).get_trials()) == 4
 
 
