@@ -23,7 +23,7 @@ from rlcore.config import (
     ReplayConfig,
     TrainerConfig,
 )
-from rlcore.family_split import normalise_large_rewards
+from rlcore.family_split import split_by_traits
 from rlcore.presets_cuda import CUDA_PRESETS
 
 # ReLU rather than tanh: on CPU torch's tanh kernel costs many times ReLU's at these sizes,
@@ -445,8 +445,8 @@ def choose_preset(name: str, env_name: str, algorithm: str, device: str = "cpu")
             why = "no known task family" if family is None else f"no {source} defaults for it"
         return PresetChoice(f"the library's defaults ({env_name}: {why})")
     cfg, why = table[preset_name], ""
-    if family == MUJOCO_LOCOMOTION and source == "ppo":  # split by the env's reward scale
-        cfg, why = normalise_large_rewards(cfg, env_name)
+    if family == MUJOCO_LOCOMOTION and source == "ppo":  # split by the env's traits
+        cfg, why = split_by_traits(cfg, env_name)
     return PresetChoice(
         f"{family} defaults (preset {preset_name}'s settings, {whose}{why})", cfg, True
     )
