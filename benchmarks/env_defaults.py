@@ -6,6 +6,8 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
     .venv/bin/python -m benchmarks.env_defaults --envs Acrobot-v1 Pendulum-v1 --seeds 0
     .venv/bin/python -m benchmarks.env_defaults --envs mujoco:Hopper --impls ours --steps 1000000
     .venv/bin/python -m benchmarks.env_defaults --envs Hopper-v5 --curve-every 51200
+    .venv/bin/python -m benchmarks.env_defaults --envs Swimmer-v5 --impls ours \
+        --set algorithm.ppo.gamma=0.995                # a probe: one key changed
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
 `env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
@@ -17,7 +19,10 @@ turns per seed. Each is then evaluated on 10 deterministic episodes with seeds t
 never used. Prints
 mean and std over seeds of the return, and the mean CPU time of training (process time,
 one torch thread each; evaluation excluded) and its wall time. Targets: our mean return
->= SB3's, at <= 0.5x its CPU time.
+>= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key, dotted; the value
+read as YAML) changes ours from what `env.name` alone gives, to probe one setting; `preset`
+names a preset instead of `auto` (`--set preset=gym_locomotion`: the family's settings on a
+task with a preset of its own).
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ import statistics
 import time
 from typing import Any
 
+import yaml
+
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
 from pipelines.params import parse_params
+from pipelines.params.load import set_path
 from pipelines.params.sections import RuntimeParams
 from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
@@ -43,12 +51,33 @@ def env_name(env_id: str) -> str:
     return env_id if ":" in env_id else f"gymnasium:{env_id}"
 
 
-def experiment(env_id: str, steps: int, algorithm: str = "ppo") -> ExperimentConfig:
-    """What a params.yaml holding only `env.name` (and `algorithm.name`) trains for `steps`."""
-    data = {"env": {"name": env_name(env_id)}, "trainer": {"total_env_steps": steps}}
+def experiment(
+    env_id: str, steps: int, algorithm: str = "ppo", settings: dict[str, Any] | None = None
+) -> ExperimentConfig:
+    """What a params.yaml holding only `env.name` (and `algorithm.name`) trains for `steps`;
+    with `settings` (dotted params keys), also those."""
+    data: dict[str, Any] = {
+        "env": {"name": env_name(env_id)},
+        "trainer": {"total_env_steps": steps},
+    }
     if algorithm != "ppo":
         data["algorithm"] = {"name": algorithm}
+    for dotted, value in (settings or {}).items():
+        set_path(data, dotted, value)
     return parse_params(data).experiment(seed=0)
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` strings as dotted params keys and YAML values; SystemExit on a bad one."""
+    settings = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(
+                f"error: --set {item!r}: expected KEY=VALUE (algorithm.ppo.gamma=0.99)"
+            )
+        settings[key] = yaml.safe_load(text)
+    return settings
 
 
 def run_ours(
@@ -59,10 +88,12 @@ def run_ours(
     *,
     algorithm: str = "ppo",
     eval_episodes: int = EVAL_EPISODES,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train and evaluate one seed; with `curve_every` > 0 also evaluate every that many env
-    steps, print each point and keep them in the row's `curve` (env steps, return, CPU s)."""
-    cfg = experiment(env_id, steps, algorithm)
+    """Train and evaluate one seed (with `settings` changed: see `experiment`); with
+    `curve_every` > 0 also evaluate every that many env steps, print each point and keep them
+    in the row's `curve` (env steps, return, CPU s)."""
+    cfg = experiment(env_id, steps, algorithm, settings)
     every = max(1, curve_every // cfg.steps_per_iter) if curve_every > 0 else 0
     trainer_cfg = dataclasses.replace(
         cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=eval_episodes,
@@ -184,11 +215,19 @@ def main(argv: list[str] | None = None) -> None:
         help="ours: also evaluate every this many env steps; with SB3 run too, print the "
         "CPU time at which ours first reaches SB3's mean return",
     )  # fmt: skip
+    parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=VALUE", dest="settings",
+        help="ours: params keys changed from what env.name alone gives (algorithm.ppo.gamma=0.99)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    settings = parse_settings(args.settings)
+    changed = f"; ours with {settings}" if settings else ""
     meta = setup(
         args,
         "Changing only env.name: family defaults vs SB3 PPO defaults",
-        method=f"seeds {args.seeds}, taking turns per seed; means over seeds (--reps unused)",
+        method=f"seeds {args.seeds}, taking turns per seed; means over seeds (--reps unused)"
+        + changed,
     )
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for env_id in args.envs:
@@ -197,9 +236,12 @@ def main(argv: list[str] | None = None) -> None:
             order = args.impls if seed % 2 == 0 else args.impls[::-1]
             for impl in order:
                 if impl == "ours":
-                    result = run_ours(env_id, seed, steps, args.curve_every)
+                    result = run_ours(
+                        env_id, seed, steps, args.curve_every,
+                        eval_episodes=args.eval_episodes, settings=settings,
+                    )  # fmt: skip
                 else:
-                    result = run_sb3(env_id, seed, steps)
+                    result = run_sb3(env_id, seed, steps, eval_episodes=args.eval_episodes)
                 runs.setdefault((env_id, impl), []).append(result)
                 print_table([result], COLUMNS)
     summary = [summarize(rows) for rows in runs.values()]

@@ -1,0 +1,28 @@
+"""`benchmarks.env_defaults`: what only `env.name` trains, and probes of one key changed."""
+
+import pytest
+
+from benchmarks.env_defaults import experiment, parse_settings
+from rlcore.family_split import LONG_HORIZON_GAMMA
+from rlcore.presets import PRESETS
+
+
+def test_a_probe_changes_one_key_of_what_env_name_alone_gives():
+    alone = experiment("Swimmer-v5", 4096)
+    assert alone.algo.gamma == LONG_HORIZON_GAMMA  # the family's split, read from the env
+    probe = experiment("Swimmer-v5", 4096, settings=parse_settings(["algorithm.ppo.gamma=0.995"]))
+    assert probe.algo.gamma == 0.995
+    assert probe.algo.lr == alone.algo.lr and probe.policy == alone.policy
+
+
+def test_a_probe_can_name_the_familys_preset_on_a_task_with_its_own():
+    own = experiment("HalfCheetah-v5", 4096)
+    family = experiment("HalfCheetah-v5", 4096, settings={"preset": "gym_locomotion"})
+    assert family.env.name == own.env.name == "gymnasium:HalfCheetah-v5"
+    assert family.algo == PRESETS["gym_locomotion"].algo != own.algo
+
+
+@pytest.mark.parametrize("item", ["gamma", "=0.99"])
+def test_a_setting_without_key_and_value_is_one_line(item):
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        parse_settings([item])
