@@ -163,10 +163,18 @@ def run_pending(
     jobs: Sequence[Job], results: Path, runner: Runner = train, eval_episodes: int = EVAL_EPISODES
 ) -> None:
     """Run each job that has no finished result in `results`, writing its result file when it
-    ends (atomically: an interrupted run leaves none, and is redone by the next call)."""
+    ends (atomically: an interrupted run leaves none, and is redone by the next call).
+
+    Each job is looked up again just before it would start, so several processes can share
+    one `results` directory (one per core, each given the envs in its own order): a job that
+    another process finished in the meantime is skipped, not run twice.
+    """
     pending = [job for job in jobs if load_result(results / job.filename, job) is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} runs done earlier; {len(pending)} to run")
     for i, job in enumerate(pending, 1):
+        if load_result(results / job.filename, job) is not None:
+            print(f"[{i}/{len(pending)}] {job}: finished by another process, skipped", flush=True)
+            continue
         print(f"[{i}/{len(pending)}] {job}", flush=True)
         row = runner(job, eval_episodes)
         result = {

@@ -167,6 +167,22 @@ def test_a_result_of_ours_with_other_settings_is_redone(tmp_path: Path):
     assert runner.calls == [ours]
 
 
+def test_a_job_another_process_finished_meanwhile_is_skipped(tmp_path: Path):
+    """Two processes share one results directory: the other one finishes seed 2 while this
+    one runs seed 0, so this one runs seeds 0 and 1 only."""
+
+    class OtherProcessFinishes(FakeRunner):
+        def __call__(self, job: Job, eval_episodes: int) -> dict[str, Any]:
+            if job == JOBS[0]:
+                run_pending(JOBS[2:], tmp_path, FakeRunner())
+            return super().__call__(job, eval_episodes)
+
+    runner = OtherProcessFinishes()
+    run_pending(JOBS, tmp_path, runner)
+    assert runner.calls == JOBS[:2]
+    assert all(load_result(tmp_path / job.filename, job) is not None for job in JOBS)
+
+
 def test_an_interrupted_run_leaves_no_result_and_is_redone(tmp_path: Path):
     with pytest.raises(KeyboardInterrupt):
         run_pending(JOBS, tmp_path, FakeRunner(interrupt_at=JOBS[1]))
