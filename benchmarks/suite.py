@@ -167,7 +167,9 @@ def run_pending(
 
     Each job is looked up again just before it would start, so several processes can share
     one `results` directory (one per core, each given the envs in its own order): a job that
-    another process finished in the meantime is skipped, not run twice.
+    another process finished in the meantime is skipped. Where the two reach the same job
+    at once, both run it (the same seed and settings) and the later result replaces the
+    earlier: some CPU lost, no result.
     """
     pending = [job for job in jobs if load_result(results / job.filename, job) is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} runs done earlier; {len(pending)} to run")
