@@ -54,6 +54,7 @@ from benchmarks import common
 from benchmarks.common import BENCHMARK_PACKAGES, base_parser, mean_std, setup, verdict
 from benchmarks.env_defaults import EVAL_EPISODES, env_name, experiment, run_ours, run_sb3
 from pipelines.files import write_json
+from pipelines.params.sections import RuntimeParams
 from rlcore.checkpoint import config_hash
 from rlcore.config import EnvConfig
 from rlcore.envs import make_env
@@ -142,10 +143,14 @@ def read_json(path: Path) -> Any:
 
 def settings_hash(job: Job) -> str | None:
     """The fingerprint of what `ours` trains for `job` (None for SB3, whose defaults are its
-    release's): a result of other settings (the family defaults changed) is no result."""
+    release's): a result of other settings (the family defaults changed, or whether
+    `runtime.compile`'s default compiles it) is no result. An eager run's is its
+    experiment's configuration hash alone, as before compiling was the default."""
     if job.impl != "ours":
         return None
-    return config_hash(experiment(job.env, job.steps, job.algorithm))
+    cfg = experiment(job.env, job.steps, job.algorithm)
+    compiled, _ = RuntimeParams().compiles(cfg)
+    return config_hash(cfg) + ("+compiled" if compiled else "")
 
 
 def load_result(path: Path, job: Job) -> dict[str, Any] | None:
@@ -182,6 +187,7 @@ def run_pending(
         result = {
             "job": dataclasses.asdict(job),
             **{key: row[key] for key in ("return", "cpu_s", "wall_s", "env_steps")},
+            **({"compiled": row["compiled"]} if "compiled" in row else {}),
             "eval_episodes": eval_episodes,
             "settings": settings_hash(job),
             "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),

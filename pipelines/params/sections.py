@@ -128,14 +128,14 @@ class RuntimeParams(_Section):
         "rollouts, 1,000 for a 1-env SAC iteration of one step)",
     )
     compile: bool | Literal["auto"] = Field(
-        False,
+        "auto",
         description="compile the updates with torch.compile (needs a C++ compiler on CPU, "
         "Triton on CUDA): PPO's whole minibatch step (CUDA graphs on CUDA; metrics read from "
         "the device only every log_every_iters), GRPO's loss, SAC's update (one function on "
         "CPU); seconds to compile. auto: PPO's step where it pays back (a run planned for at least "
         f"{AUTO_COMPILE_MIN_STEPS:,d} minibatch steps, no stop target, the compiler present). "
-        "Default false: over 20 seeds compiled runs returned less than eager ones on "
-        "Hopper-v5 (benchmarks/README.md, compile_returns)",
+        "Default auto: over 40 seeds compiled runs returned as much as eager ones on "
+        "Hopper-v5 for ~0.65x the CPU (benchmarks/README.md, compile_returns)",
     )
 
     @field_validator("log_every_iters")

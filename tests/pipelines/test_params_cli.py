@@ -22,12 +22,12 @@ def test_params_says_whether_runtime_compile_auto_compiles_and_why(tmp_path, cap
     assert main(["params", "--params", str(long)]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith("runtime.compile auto: compiled (32,000 minibatch steps planned)")
-    stopping = tmp_path / "stopping.yaml"  # the default experiment, auto: it stops at a target
-    default = (REPO / "params.yaml").read_text()
-    stopping.write_text(default.replace("compile: false", "compile: auto"))
-    assert main(["params", "--params", str(stopping)]) == 0
+    # The default experiment (runtime.compile: auto) stops at a target: it trains eager.
+    assert main(["params", "--params", str(REPO / "params.yaml")]) == 0
     assert "runtime.compile auto: eager (a stop target" in capsys.readouterr().out
-    assert main(["params", "--params", str(REPO / "params.yaml")]) == 0  # eager: no line
+    eager = tmp_path / "eager.yaml"  # compile: false says nothing about compiling
+    eager.write_text(long.read_text().replace("compile: auto", "compile: false"))
+    assert main(["params", "--params", str(eager)]) == 0
     assert "runtime.compile" not in capsys.readouterr().out
 
 
