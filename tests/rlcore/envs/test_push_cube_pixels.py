@@ -38,7 +38,7 @@ def test_entries_and_what_each_holds():
 
 def test_ppo_from_the_camera_improves_its_return_in_ci_time():
     """Actor on image + proprioception, critic on the privileged state, 16x16 images: the
-    return rises well above the untrained policy's within ~25k env steps. (At this budget a
+    return rises well above the untrained policy's within ~40k env steps. (At this budget a
     proprioception-only actor gains as much: this shows the camera path trains, not yet that
     the camera is used; benchmarks/pixel_push_cube.py measures that.)"""
     cfg = ExperimentConfig(
@@ -50,7 +50,7 @@ def test_ppo_from_the_camera_improves_its_return_in_ci_time():
         algorithm="ppo",
         algo=PPOConfig(lr=1e-3, gamma=0.99, reward_scale=0.1, num_epochs=10, num_minibatches=8),
         trainer=TrainerConfig(
-            total_env_steps=32 * 64 * 12, num_steps=64, eval_every_iters=0, eval_episodes=32
+            total_env_steps=32 * 64 * 20, num_steps=64, eval_every_iters=0, eval_episodes=32
         ),
     )  # fmt: skip
     trainer = Trainer(cfg)
@@ -60,7 +60,8 @@ def test_ppo_from_the_camera_improves_its_return_in_ci_time():
     assert after > before + 10, (
         before,
         after,
-    )  # measured: -109.1 -> -88.5 (seeds 0-2: -85.7..-88.5)
+    )  # measured (2026-11-28, AMD EPYC, one thread as here): -109.0 -> -90.5 (two threads,
+    # seeds 0-3: -86.8..-91.3). At 12 iterations one CPU reached -88.5 and this one -99.1.
 
 
 def test_aux_obs_teaches_the_camera_encoder_where_things_are():
