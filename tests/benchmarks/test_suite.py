@@ -31,6 +31,7 @@ from benchmarks.suite import (
     suite_envs,
 )
 from pipelines.files import write_json
+from pipelines.params.sections import RuntimeParams
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -165,6 +166,24 @@ def test_a_result_of_ours_with_other_settings_is_redone(tmp_path: Path):
     runner = FakeRunner()
     run_pending([ours, sb3], tmp_path, runner)
     assert runner.calls == [ours]
+
+
+def test_an_eager_result_is_redone_once_the_default_compiles_the_run(tmp_path: Path, monkeypatch):
+    """Whether `runtime.compile`'s default compiles a run is part of its settings: an eager
+    result of ours is stale once the default compiles that job (SB3's stays)."""
+    ours, sb3 = (
+        Job("ppo", "CartPole-v1", "ours", 0, 1_000),
+        Job("ppo", "CartPole-v1", "sb3", 0, 1_000),
+    )
+    run_pending([ours, sb3], tmp_path, FakeRunner())
+    eager = json.loads((tmp_path / ours.filename).read_text())["settings"]
+    assert not eager.endswith("+compiled")
+    monkeypatch.setattr(RuntimeParams, "compiles", lambda self, cfg, world_size=1: (True, ""))
+    runner = FakeRunner()
+    run_pending([ours, sb3], tmp_path, runner)
+    assert runner.calls == [ours]
+    stored = json.loads((tmp_path / ours.filename).read_text())
+    assert stored["settings"] == eager + "+compiled"
 
 
 def test_a_job_another_process_finished_meanwhile_is_skipped(tmp_path: Path):
