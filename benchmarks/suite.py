@@ -32,6 +32,12 @@ of ours' (task, seed) scores and of SB3's, and their ratio, each with a stratifi
 Targets (P17, for PPO; printed for SAC as well): every MuJoCo task's score >= 0.9; MuJoCo IQM
 ours / SB3 >= 1.5; CPU time ours / SB3 <= 0.5 per task; classic control: ours' mean return >=
 SB3's. The table comes from whatever results exist; missing runs are listed.
+
+The simulator's floor: the CPU time per env step of the task's own simulation under random
+actions, timed once per task on the machine of the runs and cached (`simulator.json`). Both
+implementations pay it per env step, so where it is a large share of SB3's CPU time no
+learner can reach a small ratio of totals; the ratio of the CPU spent beyond it says what
+each implementation itself costs.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import importlib.util
 import json
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +73,7 @@ MUJOCO = tuple(f"{name}-v5" for name in MUJOCO_SUITE)
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
 RANDOM_EPISODES = 10
 TRAIT_ENVS = 4  # env instances of the traits' random rollout
+SIMULATOR_STEPS = 5_000  # random steps that time a task's own simulation
 RESAMPLES = 2_000
 IMPLS = ("ours", "sb3")
 # SB3's defaults that set a probe's size: PPO's n_steps; SAC's learning_starts, then 1,000.
@@ -215,6 +223,27 @@ def random_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float:
     finally:
         env.close()
     return statistics.fmean(returns)
+
+
+def simulator_cost(env_id: str, steps: int = SIMULATOR_STEPS) -> float:
+    """CPU seconds per env step of the task's own simulation (one Gymnasium env, actions
+    drawn uniformly beforehand, reset where an episode ends): a floor that every
+    implementation pays per env step, whatever it learns and however fast."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        actions = [env.action_space.sample() for _ in range(steps)]
+        start = time.process_time()
+        for action in actions:
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        return (time.process_time() - start) / steps
+    finally:
+        env.close()
 
 
 def cached(path: Path, keys: Sequence[str], measure: Callable[[str], Any]) -> dict[str, Any]:
@@ -432,6 +461,29 @@ def print_traits(tasks: Sequence[Task], traits: dict[str, dict[str, Any]]) -> No
         )
 
 
+def beyond_floor(ours_s: float, sb3_s: float, floor_s: float) -> float:
+    """Train CPU ours / SB3's with the simulator's floor taken from both: the ratio of what
+    the implementations themselves spend (NaN where SB3 spent no more than the floor)."""
+    return (ours_s - floor_s) / (sb3_s - floor_s) if sb3_s > floor_s else math.nan
+
+
+def print_simulator(tasks: Sequence[Task], seconds_per_step: dict[str, float]) -> None:
+    """Per task the simulator's CPU floor at the task's budget, its share of SB3's train CPU
+    (a ratio of totals cannot fall below it), and the CPU ratio beyond it."""
+    print("| task | simulator CPU µs per env step (random actions) | floor at the budget, s | "
+          "floor / SB3's train CPU | train CPU beyond the floor, ours / SB3 |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for task in tasks:
+        if not (task.cpu_s.get("ours") and task.cpu_s.get("sb3")):
+            continue
+        floor = seconds_per_step[task.env] * task.steps
+        ours, sb3 = (statistics.fmean(task.cpu_s[impl]) for impl in IMPLS)
+        print(
+            f"| {task.env} | {seconds_per_step[task.env] * 1e6:,.1f} | {floor:,.1f} | "
+            f"{floor / sb3:.2f} | {beyond_floor(ours, sb3, floor):.2f} |"
+        )
+
+
 def print_aggregates(tasks: Sequence[Task], rng: np.random.Generator) -> dict[str, Any]:
     """The aggregates of the MuJoCo tasks, the classic-control ones and the whole suite."""
     groups = {
@@ -524,6 +576,8 @@ def main(argv: list[str] | None = None) -> None:
     print_tasks(tasks, len(args.seeds))
     print()
     print_traits(tasks, cached(args.results / "traits.json", envs, env_traits))
+    print()
+    print_simulator(tasks, cached(args.results / "simulator.json", envs, simulator_cost))
     aggregates = print_aggregates(tasks, np.random.default_rng(0))
     print_gaps(jobs, args.results, tasks)
     common.write_json(args.json, meta, {"tasks": [dataclasses.asdict(t) for t in tasks],

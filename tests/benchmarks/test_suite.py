@@ -15,6 +15,7 @@ from benchmarks.suite import (
     Job,
     Task,
     aggregate,
+    beyond_floor,
     cached,
     default_steps,
     estimate,
@@ -27,6 +28,7 @@ from benchmarks.suite import (
     read_json,
     run_pending,
     schedule,
+    simulator_cost,
     stratified_resamples,
     suite_envs,
 )
@@ -256,10 +258,29 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     assert "| CartPole-v1 | 4 | 2 discrete | early (terminated) | 1 ± 0 |" in out
     traits = json.loads((tmp_path / "traits.json").read_text())["CartPole-v1"]
     assert traits["terminates_early"] and traits["max_episode_steps"] == 500
+    # The simulator's floor, timed once and cached: positive, and below each run's CPU.
+    per_step = json.loads((tmp_path / "simulator.json").read_text())["CartPole-v1"]
+    assert 0 < per_step * 2_048 < result["cpu_s"]
+    assert "| CartPole-v1 | " in out and "| train CPU beyond the floor, ours / SB3 |" in out
     summary = json.loads((tmp_path / "suite.json").read_text())
     assert set(summary["tasks"][0]["returns"]) == {"ours", "sb3"}
     main(argv)
     assert "2 of 2 runs done earlier; 0 to run" in capsys.readouterr().out
+
+
+def test_cpu_beyond_the_simulators_floor():
+    # ours 60 s, SB3 100 s, the simulator 40 s of each: totals 0.6, beyond the floor 20 / 60
+    assert beyond_floor(60.0, 100.0, 40.0) == pytest.approx(1 / 3)
+    assert beyond_floor(40.0, 100.0, 0.0) == 0.4  # no floor: the ratio of totals
+    assert math.isnan(beyond_floor(50.0, 30.0, 30.0))  # SB3 spent nothing beyond it
+
+
+def test_the_simulators_cost_per_step_is_positive_and_orders_tasks_by_their_physics():
+    """Hopper's MuJoCo step (5 substeps of a contact model) costs more CPU than CartPole's
+    few lines of numpy."""
+    pytest.importorskip("mujoco", reason="the mujoco extra installs MuJoCo")
+    cartpole, hopper = simulator_cost("CartPole-v1", 500), simulator_cost("Hopper-v5", 500)
+    assert 0 < cartpole < hopper < 0.01
 
 
 def test_cached_keeps_what_another_process_wrote_meanwhile(tmp_path: Path):
