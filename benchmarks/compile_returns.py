@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.env_defaults import evaluation_cpu
 from pipelines.params import parse_params
 from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
@@ -66,10 +67,7 @@ def run(env_id: str, seed: int, mode: str, steps: int, eval_episodes: int) -> di
     trainer = Trainer(
         dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=mode == "compiled"
     )
-    eval_s = [0.0]
-    trainer.sink = lambda step, metrics: eval_s.__setitem__(
-        0, eval_s[0] + metrics.get("time/eval_s", 0.0)
-    )
+    eval_s = evaluation_cpu(trainer)
     result = trainer.run()
     cpu_s = time.process_time() - cpu - eval_s[0]
     trainer.env.close()

@@ -80,6 +80,26 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
     return settings
 
 
+def evaluation_cpu(trainer: Trainer) -> list[float]:
+    """Time `trainer`'s evaluations from now on: the returned cell holds their CPU seconds
+    (this process's) and wall seconds, summed. Training CPU is the process's minus the
+    first; the Trainer's own `time/eval_s` is wall time, which on a busy machine (another
+    process on the core) exceeds the CPU time and would be subtracted from it wrongly."""
+    spent = [0.0, 0.0]
+    evaluate = trainer._evaluate
+
+    def timed() -> bool:
+        cpu, wall = time.process_time(), time.perf_counter()
+        try:
+            return evaluate()
+        finally:
+            spent[0] += time.process_time() - cpu
+            spent[1] += time.perf_counter() - wall
+
+    trainer._evaluate = timed  # type: ignore[method-assign]
+    return spent
+
+
 def run_ours(
     env_id: str,
     seed: int,
@@ -107,11 +127,10 @@ def run_ours(
         torch._inductor.config.compile_threads = 1
     cpu, wall = time.process_time(), time.perf_counter()
     trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
-    eval_cpu = [0.0]
+    eval_cpu = evaluation_cpu(trainer)
     curve: list[tuple[int, float, float]] = []
 
     def sink(step: int, metrics: dict[str, float]) -> None:
-        eval_cpu[0] += metrics.get("time/eval_s", 0.0)  # one thread: wall ~ CPU
         if every and "eval/episode_return" in metrics:
             point = (step, metrics["eval/episode_return"], time.process_time() - cpu - eval_cpu[0])
             curve.append(point)
@@ -121,7 +140,7 @@ def run_ours(
     trainer.sink = sink
     result = trainer.run()
     cpu_s = time.process_time() - cpu - eval_cpu[0]
-    wall_s = time.perf_counter() - wall - eval_cpu[0]
+    wall_s = time.perf_counter() - wall - eval_cpu[1]
     trainer.env.close()
     if trainer.eval_env is not None:
         trainer.eval_env.close()

@@ -47,6 +47,8 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
+import socket
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -172,6 +174,42 @@ def load_result(path: Path, job: Job) -> dict[str, Any] | None:
     return data if data.get("settings") == settings_hash(job) else None
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (signal 0 checks without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def claim(results: Path, job: Job) -> str | None:
+    """Mark `job` as running here by creating `<its result file>.running` exclusively (host,
+    pid, start); None on success, else who holds it. A claim left on this host by a process
+    that is gone (killed before it could remove its claim) is taken over; another host's is
+    respected (delete the file to run the job here)."""
+    path = results / f"{job.filename}.running"
+    mine = {"host": socket.gethostname(), "pid": os.getpid(),
+            "started_utc": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            held = read_json(path)
+            held = held if isinstance(held, dict) else {}
+            stale = held.get("host") == mine["host"] and not _alive(int(held.get("pid", 0)))
+            if not stale:
+                return f"{held.get('host', '?')} pid {held.get('pid', '?')} ({path.name})"
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as out:
+            json.dump(mine, out)
+        return None
+    return f"another process ({path.name})"
+
+
 def run_pending(
     jobs: Sequence[Job], results: Path, runner: Runner = train, eval_episodes: int = EVAL_EPISODES
 ) -> None:
@@ -180,28 +218,35 @@ def run_pending(
 
     Each job is looked up again just before it would start, so several processes can share
     one `results` directory (one per core, each given the envs in its own order): a job that
-    another process finished in the meantime is skipped. Where the two reach the same job
-    at once, both run it (the same seed and settings) and the later result replaces the
-    earlier: some CPU lost, no result.
+    another process finished in the meantime is skipped, and so is one that another live
+    process is running (`claim`).
     """
+    results.mkdir(parents=True, exist_ok=True)
     pending = [job for job in jobs if load_result(results / job.filename, job) is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} runs done earlier; {len(pending)} to run")
     for i, job in enumerate(pending, 1):
-        if load_result(results / job.filename, job) is not None:
+        if (holder := claim(results, job)) is not None:
+            print(f"[{i}/{len(pending)}] {job}: running in {holder}, skipped", flush=True)
+            continue
+        if load_result(results / job.filename, job) is not None:  # looked up while claimed
+            (results / f"{job.filename}.running").unlink(missing_ok=True)
             print(f"[{i}/{len(pending)}] {job}: finished by another process, skipped", flush=True)
             continue
         print(f"[{i}/{len(pending)}] {job}", flush=True)
-        row = runner(job, eval_episodes)
-        result = {
-            "job": dataclasses.asdict(job),
-            **{key: row[key] for key in ("return", "cpu_s", "wall_s", "env_steps")},
-            **({"compiled": row["compiled"]} if "compiled" in row else {}),
-            "eval_episodes": eval_episodes,
-            "settings": settings_hash(job),
-            "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-            "versions": provenance(packages=BENCHMARK_PACKAGES),
-        }
-        write_json(results / job.filename, result)
+        try:  # the claim goes once the result is written (or the run failed)
+            row = runner(job, eval_episodes)
+            result = {
+                "job": dataclasses.asdict(job),
+                **{key: row[key] for key in ("return", "cpu_s", "wall_s", "env_steps")},
+                **({"compiled": row["compiled"]} if "compiled" in row else {}),
+                "eval_episodes": eval_episodes,
+                "settings": settings_hash(job),
+                "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+                "versions": provenance(packages=BENCHMARK_PACKAGES),
+            }
+            write_json(results / job.filename, result)
+        finally:
+            (results / f"{job.filename}.running").unlink(missing_ok=True)
         print(f"  return {row['return']:.1f}, train CPU {row['cpu_s']:.1f} s", flush=True)
 
 

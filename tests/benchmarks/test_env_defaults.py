@@ -1,8 +1,10 @@
 """`benchmarks.env_defaults`: what only `env.name` trains, and probes of one key changed."""
 
+import time
+
 import pytest
 
-from benchmarks.env_defaults import experiment, parse_settings
+from benchmarks.env_defaults import evaluation_cpu, experiment, parse_settings
 from rlcore.family_split import LONG_HORIZON_GAMMA
 from rlcore.presets import PRESETS
 
@@ -26,3 +28,25 @@ def test_a_probe_can_name_the_familys_preset_on_a_task_with_its_own():
 def test_a_setting_without_key_and_value_is_one_line(item):
     with pytest.raises(SystemExit, match="expected KEY=VALUE"):
         parse_settings([item])
+
+
+class SleepyTrainer:
+    """An evaluation that waits 0.2 s without computing: as a busy core makes a run wait."""
+
+    def __init__(self) -> None:
+        self.evaluations = 0
+
+    def _evaluate(self) -> bool:
+        self.evaluations += 1
+        time.sleep(0.2)
+        return False
+
+
+def test_evaluation_time_counts_cpu_not_the_wait():
+    """Training CPU = the process's minus evaluation's: the wall time an evaluation waits
+    (0.4 s here) is no CPU time and must not be subtracted."""
+    trainer = SleepyTrainer()
+    spent = evaluation_cpu(trainer)
+    assert trainer._evaluate() is False and trainer._evaluate() is False
+    assert trainer.evaluations == 2
+    assert spent[1] >= 0.4 and spent[0] < 0.1

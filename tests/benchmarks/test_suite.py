@@ -3,6 +3,10 @@ its schedule and resumability with a fake runner, and one tiny real run of ours 
 
 import json
 import math
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from benchmarks.suite import (
     aggregate,
     beyond_floor,
     cached,
+    claim,
     default_steps,
     estimate,
     interval,
@@ -202,6 +207,42 @@ def test_a_job_another_process_finished_meanwhile_is_skipped(tmp_path: Path):
     run_pending(JOBS, tmp_path, runner)
     assert runner.calls == JOBS[:2]
     assert all(load_result(tmp_path / job.filename, job) is not None for job in JOBS)
+
+
+def _claim_of(tmp_path: Path, job: Job, pid: int) -> None:
+    claim_file = tmp_path / f"{job.filename}.running"
+    claim_file.write_text(json.dumps({"host": socket.gethostname(), "pid": pid}))
+
+
+def test_a_job_another_live_process_is_running_is_skipped(tmp_path: Path, capsys):
+    """Seed 1 is claimed by a live process on this host (this test's parent): it is left to
+    that process; the claims of this one's own runs are gone once they end."""
+    _claim_of(tmp_path, JOBS[1], os.getppid())
+    runner = FakeRunner()
+    run_pending(JOBS, tmp_path, runner)
+    assert runner.calls == [JOBS[0], JOBS[2]]
+    assert f"running in {socket.gethostname()} pid {os.getppid()}" in capsys.readouterr().out
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".running"))
+    assert left == [f"{JOBS[1].filename}.running"]  # the other process's, untouched
+
+
+def test_a_claim_left_by_a_process_that_is_gone_is_taken_over(tmp_path: Path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _claim_of(tmp_path, JOBS[0], gone.pid)
+    runner = FakeRunner()
+    run_pending(JOBS[:1], tmp_path, runner)
+    assert runner.calls == JOBS[:1]
+    assert not (tmp_path / f"{JOBS[0].filename}.running").exists()
+
+
+def test_another_hosts_claim_is_respected(tmp_path: Path):
+    claim_file = tmp_path / f"{JOBS[0].filename}.running"
+    claim_file.write_text(json.dumps({"host": "elsewhere", "pid": 1}))
+    assert claim(tmp_path, JOBS[0]) == f"elsewhere pid 1 ({claim_file.name})"
+    assert claim(tmp_path, JOBS[1]) is None  # a free job: claimed, by this process
+    held = json.loads((tmp_path / f"{JOBS[1].filename}.running").read_text())
+    assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
 
 
 def test_an_interrupted_run_leaves_no_result_and_is_redone(tmp_path: Path):
