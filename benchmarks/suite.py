@@ -199,7 +199,9 @@ def claim(results: Path, job: Job) -> str | None:
         except FileExistsError:
             held = read_json(path)
             held = held if isinstance(held, dict) else {}
-            stale = held.get("host") == mine["host"] and not _alive(int(held.get("pid", 0)))
+            pid = held.get("pid")  # none yet: its owner is writing it
+            stale = held.get("host") == mine["host"] and isinstance(pid, int) and pid > 0
+            stale = stale and not _alive(pid)
             if not stale:
                 return f"{held.get('host', '?')} pid {held.get('pid', '?')} ({path.name})"
             path.unlink(missing_ok=True)

@@ -240,6 +240,8 @@ def test_another_hosts_claim_is_respected(tmp_path: Path):
     claim_file = tmp_path / f"{JOBS[0].filename}.running"
     claim_file.write_text(json.dumps({"host": "elsewhere", "pid": 1}))
     assert claim(tmp_path, JOBS[0]) == f"elsewhere pid 1 ({claim_file.name})"
+    claim_file.write_text("")  # created, not yet written by its owner: held
+    assert claim(tmp_path, JOBS[0]) == f"? pid ? ({claim_file.name})"
     assert claim(tmp_path, JOBS[1]) is None  # a free job: claimed, by this process
     held = json.loads((tmp_path / f"{JOBS[1].filename}.running").read_text())
     assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
