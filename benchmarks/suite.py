@@ -185,12 +185,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def claim_path(results: Path, job: Job) -> Path:
+    """Where a process marks `job` as running (`claim`)."""
+    return results / f"{job.filename}.running"
+
+
 def claim(results: Path, job: Job) -> str | None:
     """Mark `job` as running here by creating `<its result file>.running` exclusively (host,
     pid, start); None on success, else who holds it. A claim left on this host by a process
     that is gone (killed before it could remove its claim) is taken over; another host's is
     respected (delete the file to run the job here)."""
-    path = results / f"{job.filename}.running"
+    path = claim_path(results, job)
     mine = {"host": socket.gethostname(), "pid": os.getpid(),
             "started_utc": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
     for _ in range(2):
@@ -231,7 +236,7 @@ def run_pending(
             print(f"[{i}/{len(pending)}] {job}: running in {holder}, skipped", flush=True)
             continue
         if load_result(results / job.filename, job) is not None:  # looked up while claimed
-            (results / f"{job.filename}.running").unlink(missing_ok=True)
+            claim_path(results, job).unlink(missing_ok=True)
             print(f"[{i}/{len(pending)}] {job}: finished by another process, skipped", flush=True)
             continue
         print(f"[{i}/{len(pending)}] {job}", flush=True)
@@ -248,7 +253,7 @@ def run_pending(
             }
             write_json(results / job.filename, result)
         finally:
-            (results / f"{job.filename}.running").unlink(missing_ok=True)
+            claim_path(results, job).unlink(missing_ok=True)
         print(f"  return {row['return']:.1f}, train CPU {row['cpu_s']:.1f} s", flush=True)
 
 
