@@ -96,3 +96,25 @@ def test_the_sac_search_runs_rl_zoos_settings_first(tmp_path):
     zoo, sampled = open_study(params, layout).get_trials()
     assert zoo.params["trainer.num_steps"] == "1" and zoo.params["algorithm.sac.lr"] == 3e-4
     assert sorted(zoo.intermediate_values) == [1, 2] and "enqueued" not in sampled.user_attrs
+
+
+def test_the_sac_family_study_scores_the_earlier_defaults_on_its_three_tasks(tmp_path):
+    """A tiny version of search/mujoco_family-sac.yaml: its first trial (the family's SAC
+    defaults before the study) trains Walker2d, Hopper and HalfCheetah with those settings and
+    records a normalised score for each."""
+    pytest.importorskip("mujoco")
+    data = yaml.safe_load((REPO / "search" / "mujoco_family-sac.yaml").read_text())
+    data["trainer"] = {"total_env_steps": 400, "eval_episodes": 1}
+    data["search"] |= {"n_trials": 1, "eval_every_env_steps": 200, "objective_evals": 1}
+    data["search"]["enqueue"][0]["replay"] |= {"warmup_steps": 100, "batch_size": 128}
+    params, layout = parse_params(data), Layout(tmp_path)
+    assert search(params, layout)["complete"] == 1
+    earlier, sb3s = open_study(params, layout).get_trials()  # SB3's settings: still queued
+    assert sb3s.state.name == "WAITING"
+    assert earlier.params["policy.hidden_sizes"] == "[400, 300]"
+    assert earlier.params["replay.updates_per_step"] == "0.5"
+    envs = [task["env"] for task in data["search"]["tasks"]]
+    assert envs == ["gymnasium:Walker2d-v5", "gymnasium:Hopper-v5", "gymnasium:HalfCheetah-v5"]
+    scores = [earlier.user_attrs[f"score {env}"] for env in envs]
+    assert earlier.value == pytest.approx(sum(scores) / 3)
+    assert len(earlier.intermediate_values) == 6  # two evaluations a task, reported in turn
