@@ -277,6 +277,36 @@ def random_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float:
     return statistics.fmean(returns)
 
 
+def still_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float | None:
+    """Mean return of one constant action, the middle of the action box (0 for MuJoCo's
+    symmetric torques: the body goes limp), over `episodes` episodes, seeds 0, 1, ...; None
+    for a discrete action space, where no action means "do nothing". A score can look like
+    learning where this alone beats the reference: Ant-v5 pays ~1 per step for staying
+    upright, so lying still returns ~990 over 1,000 steps."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id)
+    try:
+        space = env.action_space
+        if not isinstance(space, gym.spaces.Box):
+            return None
+        middle = np.where(
+            np.isfinite(space.low) & np.isfinite(space.high), (space.low + space.high) / 2, 0.0
+        ).astype(space.dtype)
+        returns = []
+        for seed in range(episodes):
+            env.reset(seed=seed)
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(middle)
+                total, done = total + float(reward), terminated or truncated
+            returns.append(total)
+        return statistics.fmean(returns)
+    finally:
+        env.close()
+
+
 def simulator_cost(env_id: str, steps: int = SIMULATOR_STEPS) -> float:
     """CPU seconds per env step of the task's own simulation (one Gymnasium env, actions
     drawn uniformly beforehand, reset where an episode ends): a floor that every
@@ -498,18 +528,25 @@ def env_traits(env_id: str) -> dict[str, Any]:
         env.close()
 
 
-def print_traits(tasks: Sequence[Task], traits: dict[str, dict[str, Any]]) -> None:
-    """Per task its traits beside ours' score: where the defaults fail, what those envs share."""
-    print("| task | obs | actions | episodes end | random reward per step | ours' score |")
-    print("|---|---|---|---|---|---|")
+def print_traits(
+    tasks: Sequence[Task], traits: dict[str, dict[str, Any]], stills: dict[str, float | None]
+) -> None:
+    """Per task its traits beside ours' score: where the defaults fail, what those envs
+    share; and the return of a constant mid-range action, which no learner should need
+    credit for (where it beats both implementations, neither has learned much yet)."""
+    print("| task | obs | actions | episodes end | random reward per step | "
+          "return of a constant mid-range action | ours' score |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for task in tasks:
+        still = stills.get(task.env)
+        still_cell = "-" if still is None else f"{still:,.1f}"
         t = EnvTraits(**traits[task.env])
         ends = "early (terminated)" if t.terminates_early else "at the time limit"
         kind = "discrete" if t.discrete else "continuous"
         score = float(np.mean(task.scores("ours"))) if task.scored() else math.nan
         print(
             f"| {task.env} | {t.obs_size} | {t.action_size} {kind} | {ends} | "
-            f"{t.reward_mean:.3g} ± {t.reward_std:.3g} | {score:.2f} |"
+            f"{t.reward_mean:.3g} ± {t.reward_std:.3g} | {still_cell} | {score:.2f} |"
         )
 
 
@@ -627,7 +664,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print_tasks(tasks, len(args.seeds))
     print()
-    print_traits(tasks, cached(args.results / "traits.json", envs, env_traits))
+    traits = cached(args.results / "traits.json", envs, env_traits)
+    print_traits(tasks, traits, cached(args.results / "still.json", envs, still_return))
     print()
     print_simulator(tasks, cached(args.results / "simulator.json", envs, simulator_cost))
     aggregates = print_aggregates(tasks, np.random.default_rng(0))

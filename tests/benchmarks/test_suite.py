@@ -34,6 +34,7 @@ from benchmarks.suite import (
     run_pending,
     schedule,
     simulator_cost,
+    still_return,
     stratified_resamples,
     suite_envs,
 )
@@ -298,7 +299,7 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     assert "| CartPole-v1 (2,048) |" in out
     assert "| classic control (1) |" in out
     # Its traits, measured once and cached: 4 observations, 2 choices, a pole that falls.
-    assert "| CartPole-v1 | 4 | 2 discrete | early (terminated) | 1 ± 0 |" in out
+    assert "| CartPole-v1 | 4 | 2 discrete | early (terminated) | 1 ± 0 | - |" in out
     traits = json.loads((tmp_path / "traits.json").read_text())["CartPole-v1"]
     assert traits["terminates_early"] and traits["max_episode_steps"] == 500
     # The simulator's floor, timed once and cached: positive, and below each run's CPU.
@@ -309,6 +310,25 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     assert set(summary["tasks"][0]["returns"]) == {"ours", "sb3"}
     main(argv)
     assert "2 of 2 runs done earlier; 0 to run" in capsys.readouterr().out
+
+
+def test_a_constant_mid_range_action_is_a_reference_only_for_continuous_actions():
+    """Pendulum's mid-range torque (0) leaves the pole swinging about the bottom: each step
+    costs its angle from upright squared (pi^2 at the bottom), so a 200-step episode returns
+    far below a balanced pole's ~0. CartPole's actions are discrete: there is no "do
+    nothing" to measure."""
+    assert still_return("CartPole-v1") is None
+    still = still_return("Pendulum-v1", episodes=3)
+    assert -200 * math.pi**2 < still < -500
+    assert still == still_return("Pendulum-v1", episodes=3)  # fixed seeds: the same episodes
+
+
+def test_ant_pays_for_lying_still():
+    """Ant-v5's healthy reward (1 a step while the torso stays in range) outlasts its costs
+    when every torque is 0: ~990 over a 1,000-step episode, above what SB3's SAC reaches at
+    100k env steps (~540): the suite prints it beside each task."""
+    pytest.importorskip("mujoco", reason="the mujoco extra installs MuJoCo")
+    assert 950 < still_return("Ant-v5", episodes=1) <= 1_000
 
 
 def test_cpu_beyond_the_simulators_floor():
