@@ -8,10 +8,12 @@ Run from the repository root, e.g.
 A study across tasks (`search.tasks`) chooses settings on some tasks of a family; this trains
 each of `--trials`' settings, applied exactly as the study applied them (the params file's
 preset and overrides, the trial's values, `env.name` replaced), on each of `--envs` and
-`--seeds`, for `--steps` env steps, evaluates on `--eval-episodes` deterministic episodes
-with seeds training never used, and prints the returns side by side, with each trial's
-score against SB3's defaults where `benchmarks.suite` has their results (`--results`).
-Results are kept per run in `--results`/family-<study>/ and reused (resumable).
+`--seeds`, for `--steps` env steps (default: the suite's budget for the study's algorithm
+and the task), evaluates on `--eval-episodes` deterministic episodes with seeds training
+never used, and prints the returns side by side, with each trial's score against SB3's
+defaults where `benchmarks.suite` has their results (`--suite`; the versioned ones are in
+benchmarks/records/suite-<algorithm>). Results are kept per run in
+`--results`/family-<study>/ and reused (resumable).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import optuna
 
 from benchmarks.common import base_parser, mean_std, setup, write_json
 from benchmarks.env_defaults import env_name
-from benchmarks.suite import Job, load_result, normalised, read_json
+from benchmarks.suite import Job, default_steps, load_result, normalised, read_json
 from pipelines.files import write_json as write_result
 from pipelines.layout import Layout
 from pipelines.params import apply_values, load_params
@@ -57,11 +59,11 @@ def train_once(cfg: Any, eval_episodes: int) -> dict[str, float]:
     }
 
 
-def sb3_mean(results: Path, env_id: str, steps: int, seeds: range) -> float | None:
+def sb3_mean(results: Path, algorithm: str, env_id: str, steps: int, seeds: range) -> float | None:
     """SB3's defaults' mean return on `env_id` from the suite's results, if any."""
     found = [
         load_result(results / job.filename, job)
-        for job in (Job("ppo", env_id, "sb3", seed, steps) for seed in seeds)
+        for job in (Job(algorithm, env_id, "sb3", seed, steps) for seed in seeds)
     ]
     returns = [r["return"] for r in found if r is not None]
     return statistics.fmean(returns) if returns else None
@@ -73,9 +75,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials", nargs="+", type=int, required=True)
     parser.add_argument("--envs", nargs="+", required=True, help="Gymnasium ids")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--steps", type=int, default=300_000)
+    parser.add_argument(
+        "--steps", type=int, help="env steps per run (default: the suite's for the algorithm)"
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument(
+        "--suite", type=Path, help="the suite's results to score against (default: "
+        "<results>/suite-<the study's algorithm>; the versioned ones: benchmarks/records/...)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     meta = setup(args, "family defaults on held-out tasks")
     params = load_params(args.params)
@@ -85,14 +93,16 @@ def main(argv: list[str] | None = None) -> None:
     study = optuna.load_study(study_name=search.study_name, storage=make_storage(search, layout))
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     out = args.results / f"family-{search.study_name}"
-    suite = args.results / "suite-ppo"
+    algorithm = params.algorithm.name
+    suite = args.suite or args.results / f"suite-{algorithm}"
     rows = []
+    steps = {env_id: args.steps or default_steps(algorithm, env_id) for env_id in args.envs}
     for env_id in args.envs:
         for number in args.trials:
             values = {**search.overrides, **trial_values(by_number[number], search.space)}
-            values |= {"env.name": env_name(env_id), "trainer.total_env_steps": args.steps}
+            values |= {"env.name": env_name(env_id), "trainer.total_env_steps": steps[env_id]}
             for seed in args.seeds:
-                path = out / f"{env_id}_trial{number}_seed{seed}_{args.steps}.json"
+                path = out / f"{env_id}_trial{number}_seed{seed}_{steps[env_id]}.json"
                 found = read_json(path)
                 if not isinstance(found, dict):
                     cfg = apply_values(params, values).experiment(seed=params.seeds[0])
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|" + "---|" * len(args.trials))
     randoms = read_json(suite / "random.json") or {}
     for env_id in args.envs:
-        sb3 = sb3_mean(suite, env_id, args.steps, range(3))
+        sb3 = sb3_mean(suite, algorithm, env_id, steps[env_id], range(3))
         cells = []
         for number in args.trials:
             returns = [r["return"] for r in rows if r["env"] == env_id and r["trial"] == number]
