@@ -45,13 +45,14 @@ def search_main(argv: list[str]) -> int:
 
         study_name = search_section(params, args.params).study_name
         layout = Layout().for_search_params(args.params, study_name)
+        # Ctrl-C (SIGINT) stops a search and the search stops its workers with it. A process
+        # started with `&` from a script inherits SIGINT ignored (POSIX), and Python then
+        # installs no handler: install it, so that `kill -INT` stops a background search as
+        # Ctrl-C does, and a worker (in its own session, out of a terminal's reach) too.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if args.worker is not None:
             if args.parent_pid is not None:
                 die_with_parent(args.parent_pid)
-            # The search stops its workers with SIGINT. A search started with `&` from a
-            # script passes on SIGINT ignored (POSIX), and Python then installs no handler:
-            # install it, as a worker runs in its own session, out of a terminal's reach.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 run_worker(params, layout, worker=args.worker)
             except KeyboardInterrupt:  # its search says so, once for all workers

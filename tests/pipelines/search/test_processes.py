@@ -100,14 +100,16 @@ def sigint_as_in_a_background_job() -> None:
     [
         (sigint_as_in_a_terminal, signal.SIGINT, 130, "interrupted"),
         (sigint_as_in_a_background_job, signal.SIGTERM, 143, "stopped by SIGTERM"),
+        (sigint_as_in_a_background_job, signal.SIGINT, 130, "interrupted"),
     ],
-    ids=["ctrl-c", "sigterm-to-a-background-job"],
+    ids=["ctrl-c", "sigterm-to-a-background-job", "kill-int-to-a-background-job"],
 )
 def test_a_stop_stops_the_workers_and_still_writes_the_reports(
     tmp_path, started_as, stop, code, why
 ):
     """SIGINT to the search alone (a terminal's Ctrl-C reaches only it: its workers run in
-    their own session), or SIGTERM to a search started with `&` from a script: it
+    their own session), or SIGTERM or SIGINT (`kill -INT`, which such a job inherits
+    ignored) to a search started with `&` from a script: it
     interrupts each worker once, fails the running trials, writes the reports of the study
     so far and exits 130 (143) with one message."""
     data = slow_trials(4)
