@@ -48,6 +48,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import socket
 import statistics
 import time
@@ -215,6 +216,19 @@ def claim(results: Path, job: Job) -> str | None:
             json.dump(mine, out)
         return None
     return f"another process ({path.name})"
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def release_claims_when_stopped() -> None:
+    """Make `kill` (SIGTERM) and `kill -INT` stop a run through Python, so that `run_pending`
+    removes its claim before the process goes: a claim left by a killed process is taken
+    over only on its own host, and would hold its job on every other host sharing the
+    results. (A job started with `&` from a script inherits SIGINT ignored.)"""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_pending(
@@ -659,6 +673,7 @@ def main(argv: list[str] | None = None) -> None:
         print_estimates(jobs, args.results)
         if args.estimate_only:
             return
+        release_claims_when_stopped()
         run_pending(jobs, args.results, eval_episodes=args.eval_episodes)
     tasks = collect(jobs, args.results, randoms)
     print()

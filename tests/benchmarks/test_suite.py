@@ -4,9 +4,11 @@ its schedule and resumability with a fake runner, and one tiny real run of ours 
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from benchmarks.suite import (
     beyond_floor,
     cached,
     claim,
+    claim_path,
     default_steps,
     estimate,
     interval,
@@ -40,6 +43,8 @@ from benchmarks.suite import (
 )
 from pipelines.files import write_json
 from pipelines.params.sections import RuntimeParams
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -235,6 +240,42 @@ def test_a_claim_left_by_a_process_that_is_gone_is_taken_over(tmp_path: Path):
     run_pending(JOBS[:1], tmp_path, runner)
     assert runner.calls == JOBS[:1]
     assert not (tmp_path / f"{JOBS[0].filename}.running").exists()
+
+
+STOPPED_MID_RUN = """
+import sys, time
+from pathlib import Path
+from benchmarks.suite import Job, release_claims_when_stopped, run_pending
+
+def slow(job, episodes):
+    time.sleep(60)
+
+release_claims_when_stopped()
+run_pending([Job("ppo", "CartPole-v1", "ours", 0, 1_000)], Path(sys.argv[1]), runner=slow)
+"""
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 1)])
+def test_a_run_stopped_by_kill_removes_its_claim(tmp_path: Path, stop: int, code: int):
+    """`kill` or `kill -INT` (here to a process that inherited SIGINT ignored, as a job
+    started with `&` from a script does) mid-run: the process ends and its claim goes with
+    it, so no host sharing the results finds the job held."""
+    job = Job("ppo", "CartPole-v1", "ours", 0, 1_000)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_MID_RUN, str(tmp_path)], cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not claim_path(tmp_path, job).exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no claim was made"
+            time.sleep(0.05)
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == code  # SystemExit(143); KeyboardInterrupt: 1
+    finally:
+        proc.kill()
+    assert not claim_path(tmp_path, job).exists()
+    assert not (tmp_path / job.filename).exists()  # and no result of a run that did not end
 
 
 def test_another_hosts_claim_is_respected(tmp_path: Path):
