@@ -43,6 +43,7 @@ each implementation itself costs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -52,7 +53,7 @@ import signal
 import socket
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ from benchmarks.common import BENCHMARK_PACKAGES, base_parser, mean_std, setup, 
 from benchmarks.env_defaults import EVAL_EPISODES, env_name, experiment, run_ours, run_sb3
 from pipelines.files import write_json
 from pipelines.params.sections import RuntimeParams
+from pipelines.stages.lifeline import stopping_on_sigterm
 from rlcore.checkpoint import config_hash
 from rlcore.config import EnvConfig
 from rlcore.envs import make_env
@@ -218,17 +220,20 @@ def claim(results: Path, job: Job) -> str | None:
     return f"another process ({path.name})"
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-def release_claims_when_stopped() -> None:
-    """Make `kill` (SIGTERM) and `kill -INT` stop a run through Python, so that `run_pending`
-    removes its claim before the process goes: a claim left by a killed process is taken
-    over only on its own host, and would hold its job on every other host sharing the
-    results. (A job started with `&` from a script inherits SIGINT ignored.)"""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """Let `kill` (SIGTERM), `kill -INT` and Ctrl-C stop the runs inside through Python, so
+    that `run_pending` removes its claim before the process goes (a claim left by a killed
+    process is taken over only on its own host; it would hold the job on every other host
+    sharing the results), and end with one line, not a traceback. A job started with `&`
+    from a script inherits SIGINT ignored: the handler is installed again."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stopping_on_sigterm():
+            yield
+    except KeyboardInterrupt as stop:  # Terminated (SIGTERM) is one
+        why = getattr(stop, "reason", "interrupted")
+        raise SystemExit(f"suite: {why}; finished runs are kept: run it again to go on") from None
 
 
 def run_pending(
@@ -271,6 +276,16 @@ def run_pending(
         print(f"  return {row['return']:.1f}, train CPU {row['cpu_s']:.1f} s", flush=True)
 
 
+def _episode_return(env: Any, seed: int, next_action: Callable[[], Any]) -> float:
+    """The return of one episode from `env.reset(seed=seed)`, acting `next_action()`."""
+    env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(next_action())
+        total, done = total + float(reward), terminated or truncated
+    return total
+
+
 def random_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float:
     """Mean return of uniform random actions over `episodes` episodes, seeds 0, 1, ..."""
     import gymnasium as gym
@@ -279,13 +294,8 @@ def random_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float:
     returns = []
     try:
         for seed in range(episodes):
-            env.reset(seed=seed)
             env.action_space.seed(seed)
-            total, done = 0.0, False
-            while not done:
-                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-                total, done = total + float(reward), terminated or truncated
-            returns.append(total)
+            returns.append(_episode_return(env, seed, env.action_space.sample))
     finally:
         env.close()
     return statistics.fmean(returns)
@@ -298,24 +308,15 @@ def still_return(env_id: str, episodes: int = RANDOM_EPISODES) -> float | None:
     learning where this alone beats the reference: Ant-v5 pays ~1 per step for staying
     upright, so lying still returns ~990 over 1,000 steps."""
     import gymnasium as gym
-    import numpy as np
 
     env = gym.make(env_id)
     try:
         space = env.action_space
         if not isinstance(space, gym.spaces.Box):
             return None
-        middle = np.where(
-            np.isfinite(space.low) & np.isfinite(space.high), (space.low + space.high) / 2, 0.0
-        ).astype(space.dtype)
-        returns = []
-        for seed in range(episodes):
-            env.reset(seed=seed)
-            total, done = 0.0, False
-            while not done:
-                _, reward, terminated, truncated, _ = env.step(middle)
-                total, done = total + float(reward), terminated or truncated
-            returns.append(total)
+        bounded = np.isfinite(space.low) & np.isfinite(space.high)
+        middle = np.where(bounded, (space.low + space.high) / 2, 0.0).astype(space.dtype)
+        returns = [_episode_return(env, seed, lambda: middle) for seed in range(episodes)]
         return statistics.fmean(returns)
     finally:
         env.close()
@@ -673,8 +674,8 @@ def main(argv: list[str] | None = None) -> None:
         print_estimates(jobs, args.results)
         if args.estimate_only:
             return
-        release_claims_when_stopped()
-        run_pending(jobs, args.results, eval_episodes=args.eval_episodes)
+        with stoppable():
+            run_pending(jobs, args.results, eval_episodes=args.eval_episodes)
     tasks = collect(jobs, args.results, randoms)
     print()
     print_tasks(tasks, len(args.seeds))
