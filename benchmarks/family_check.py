@@ -29,7 +29,8 @@ import optuna
 
 from benchmarks.common import base_parser, mean_std, setup, write_json
 from benchmarks.env_defaults import env_name
-from benchmarks.suite import Job, default_steps, load_result, normalised, read_json
+from benchmarks.suite.jobs import Job, default_steps, load_result, read_json
+from benchmarks.suite.scores import normalised
 from pipelines.files import write_json as write_result
 from pipelines.layout import Layout
 from pipelines.params import apply_values, load_params

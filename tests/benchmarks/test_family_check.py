@@ -7,7 +7,7 @@ import json
 import yaml
 
 from benchmarks.family_check import main
-from benchmarks.suite import Job
+from benchmarks.suite.jobs import Job
 from pipelines.files import write_json
 from pipelines.layout import Layout
 from pipelines.params import load_params

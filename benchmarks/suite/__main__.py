@@ -1,0 +1,5 @@
+"""`python -m benchmarks.suite`."""
+
+from benchmarks.suite.cli import main
+
+main()
