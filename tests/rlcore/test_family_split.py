@@ -7,6 +7,7 @@ import pytest
 
 from rlcore.family_split import (
     LARGE_REWARD_PER_STEP,
+    LONG_HORIZON_GAE_LAMBDA,
     LONG_HORIZON_GAMMA,
     TINY_REWARD_PER_STEP,
     random_reward_per_step,
@@ -36,7 +37,10 @@ def test_a_task_earning_almost_nothing_until_its_time_limit_discounts_over_a_lon
     assert abs(traits.reward_mean) < TINY_REWARD_PER_STEP
     choice = choose_preset("auto", "gymnasium:Swimmer-v5", "ppo")
     assert choice.generic and f"gamma {LONG_HORIZON_GAMMA}" in choice.description
-    assert choice.config.algo == dataclasses.replace(FAMILY.algo, gamma=LONG_HORIZON_GAMMA)
+    assert f"GAE lambda {LONG_HORIZON_GAE_LAMBDA}" in choice.description
+    assert choice.config.algo == dataclasses.replace(
+        FAMILY.algo, gamma=LONG_HORIZON_GAMMA, gae_lambda=LONG_HORIZON_GAE_LAMBDA
+    )
     assert choice.config.policy == FAMILY.policy and choice.config.trainer == FAMILY.trainer
 
 
