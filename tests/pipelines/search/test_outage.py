@@ -94,7 +94,9 @@ def trials_of(data: dict, directory: Path) -> list[optuna.trial.FrozenTrial]:
     return open_study(parse_params(data), Layout(directory)).get_trials()
 
 
-def wait_for(condition, what: str, timeout: float = 60.0) -> None:
+def wait_for(condition, what: str, timeout: float = 120.0) -> None:
+    """Poll `condition`; the deadline is generous: a worker starting beside `make test`'s
+    other process on 2 cores once took over 60 s to finish its first trial."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
