@@ -230,7 +230,7 @@ def test_an_unknown_preset_lists_the_algorithms_presets(tmp_path):
     (line,) = err.value.lines
     assert line == (
         "preset: unknown preset 'halfcheetah' for sac; one of: auto, none, gym_halfcheetah, "
-        "mujoco_halfcheetah, pendulum, push_cube, push_cube_pixels"
+        "gym_locomotion, mujoco_halfcheetah, pendulum, push_cube, push_cube_pixels"
     )
     with pytest.raises(ParamsError, match="preset: must be a preset name"):
         load_text(tmp_path, "preset: 3\n")

@@ -72,7 +72,7 @@ def test_the_measurement_repeats_and_other_algorithms_are_untouched():
     random_traits.cache_clear()
     assert random_reward_per_step("gymnasium:HumanoidStandup-v5") == first  # seeded
     sac = choose_preset("auto", "gymnasium:HumanoidStandup-v5", "sac")
-    assert sac.config is SAC_PRESETS["gym_halfcheetah"]
+    assert sac.config is SAC_PRESETS["gym_locomotion"]
 
 
 def test_an_env_that_cannot_be_built_keeps_the_family_settings():
