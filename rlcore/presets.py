@@ -282,7 +282,7 @@ SAC_PRESETS["gym_halfcheetah"] = dataclasses.replace(
 # mean normalised score on Walker2d, Hopper and HalfCheetah, and level with or above SB3's SAC
 # defaults on the held-out InvertedPendulum, InvertedDoublePendulum, Reacher, Pusher and
 # Swimmer (benchmarks/README.md, *suite*, "The SAC family study"). The study's base (the
-# HalfCheetah preset below) with its schedule: 4 env steps then 4 gradient steps on batches
+# HalfCheetah preset above) with its schedule: 4 env steps then 4 gradient steps on batches
 # of 128, 1k random warm-up steps, 256x256 networks, lr 4.4e-4, tau 0.0099 (the trial's
 # values exactly as sampled). HalfCheetah keeps its own preset, tuned at 1M.
 SAC_PRESETS["gym_locomotion"] = dataclasses.replace(
