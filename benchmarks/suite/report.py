@@ -37,12 +37,24 @@ def print_tasks(tasks: Sequence[Task], seeds: int) -> None:
             target = f"score >= 0.9 {verdict(score, 0.9, True)}"
         else:
             target = f">= SB3's {verdict(task.mean('ours') - task.mean('sb3'), 0.0, True)}"
+        cpu_cell = f"{cpu[0]:,.1f} / {cpu[1]:,.1f} = {task.cpu_ratio():.2f}"
+        cpu_verdict = verdict(task.cpu_ratio(), 0.5, False)
+        if not task.side_by_side():
+            cpu_cell += f" ({machines_text(task)}: not side by side)"
+            cpu_verdict = "-"
         print(
             f"| {task.env} ({task.steps:,d}) | {returns_cell(task, 'ours', seeds)} | "
             f"{returns_cell(task, 'sb3', seeds)} | {task.random:,.1f} | {score:.2f} | "
-            f"{cpu[0]:,.1f} / {cpu[1]:,.1f} = {task.cpu_ratio():.2f} | "
-            f"{target}; {verdict(task.cpu_ratio(), 0.5, False)} |"
+            f"{cpu_cell} | {target}; {cpu_verdict} |"
         )
+
+
+def machines_text(task: Task) -> str:
+    """The kinds of CPU each implementation's runs of `task` trained on, in words."""
+    names = {"ours": "ours", "sb3": "SB3"}
+    return "; ".join(
+        f"{names.get(impl, impl)} on {', '.join(kinds)}" for impl, kinds in task.machines.items()
+    )
 
 
 def print_traits(
@@ -84,9 +96,10 @@ def print_simulator(tasks: Sequence[Task], seconds_per_step: dict[str, float]) -
             continue
         floor = seconds_per_step[task.env] * task.steps
         ours, sb3 = (statistics.fmean(task.cpu_s[impl]) for impl in IMPLS)
+        mixed = "" if task.side_by_side() else " (not side by side)"
         print(
             f"| {task.env} | {seconds_per_step[task.env] * 1e6:,.1f} | {floor:,.1f} | "
-            f"{floor / sb3:.2f} | {beyond_floor(ours, sb3, floor):.2f} |"
+            f"{floor / sb3:.2f} | {beyond_floor(ours, sb3, floor):.2f}{mixed} |"
         )
 
 
@@ -107,10 +120,13 @@ def print_aggregates(tasks: Sequence[Task], rng: np.random.Generator) -> dict[st
         found[name] = agg
         o, s, r = (agg[key] for key in ("iqm_ours", "iqm_sb3", "iqm_ratio"))
         target = f" (>= 1.5 {verdict(r[0], 1.5, True)})" if name == "MuJoCo" else ""
+        cpu = f"{agg['cpu_ratio']:.2f}"
+        if agg["cpu_tasks"] < agg["tasks"]:
+            cpu += f" (the {agg['cpu_tasks']} tasks side by side on one kind of CPU)"
         print(
             f"| {name} ({agg['tasks']}) | {o[0]:.2f} [{o[1]:.2f}, {o[2]:.2f}] | {s[0]:.2f} "
             f"[{s[1]:.2f}, {s[2]:.2f}] | {r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]{target} | "
-            f"{agg['share_at_0.9']:.0%} | {agg['cpu_ratio']:.2f} |"
+            f"{agg['share_at_0.9']:.0%} | {cpu} |"
         )
     return found
 

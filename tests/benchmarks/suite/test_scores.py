@@ -1,6 +1,7 @@
 """Normalised scores and their aggregates (benchmarks/suite/scores.py) against
 hand-computed numbers."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -76,3 +77,43 @@ def test_aggregate_over_tasks_where_sb3_beats_random():
     assert agg["share_at_0.9"] == 1.0
     assert agg["cpu_ratio"] == pytest.approx(0.375)
     assert aggregate(tasks[2:], np.random.default_rng(0)) is None
+
+
+def test_cpu_ratio_sums_only_tasks_timed_on_one_kind_of_cpu():
+    """A: ours and SB3 on the same CPU, (1 + 1) / (4 + 4). B: SB3's runs on another kind of
+    CPU, so its seconds compare machines: left out of the sum, whose ratio stays A's 0.25,
+    while B's scores still count (2 tasks)."""
+    avx512, avx2 = ["AMD EPYC AVX512"], ["AMD EPYC AVX2"]
+    tasks = [
+        Task("A", 1, 0.0, {"ours": [200.0, 300.0], "sb3": [90.0, 110.0]},
+             {"ours": [1.0, 1.0], "sb3": [4.0, 4.0]}, {"ours": avx512, "sb3": avx512}),
+        Task("B", 1, -10.0, {"ours": [20.0, 50.0], "sb3": [10.0, 30.0]},
+             {"ours": [2.0, 2.0], "sb3": [100.0, 100.0]}, {"ours": avx512, "sb3": avx2}),
+    ]  # fmt: skip
+    assert tasks[0].side_by_side() and not tasks[1].side_by_side()
+    agg = aggregate(tasks, np.random.default_rng(0))
+    assert agg is not None
+    assert agg["tasks"] == 2 and agg["cpu_tasks"] == 1
+    assert agg["cpu_ratio"] == pytest.approx(0.25)
+    assert math.isnan(aggregate(tasks[1:], np.random.default_rng(0))["cpu_ratio"])
+
+
+def test_collect_records_the_cpu_each_run_trained_on(tmp_path):
+    """Each result names its CPU in `versions`: a task whose runs name two kinds is not side
+    by side."""
+    import json
+
+    from benchmarks.suite.jobs import Job, settings_hash
+    from benchmarks.suite.scores import collect
+
+    jobs = [Job("sac", "Pendulum-v1", impl, 0, 1_000) for impl in ("ours", "sb3")]
+    for job, kernels in zip(jobs, ("AVX512", "AVX2"), strict=True):
+        result = {
+            "job": dataclasses.asdict(job), "return": -500.0, "cpu_s": 10.0, "wall_s": 11.0,
+            "env_steps": 1_000, "eval_episodes": 10, "settings": settings_hash(job),
+            "versions": {"cpu": "AMD EPYC", "cpu_kernels": kernels},
+        }  # fmt: skip
+        (tmp_path / job.filename).write_text(json.dumps(result))
+    (task,) = collect(jobs, tmp_path, {"Pendulum-v1": -1_200.0})
+    assert task.machines == {"ours": ["AMD EPYC AVX512"], "sb3": ["AMD EPYC AVX2"]}
+    assert not task.side_by_side()
