@@ -95,9 +95,9 @@ def collect(jobs: Sequence[Job], results: Path, randoms: dict[str, float]) -> li
         if (found := load_result(results / job.filename, job)) is not None:
             task.returns.setdefault(job.impl, []).append(found["return"])
             task.cpu_s.setdefault(job.impl, []).append(found["cpu_s"])
-            kinds = task.machines.setdefault(job.impl, [])
-            if machine(found) not in kinds:
-                kinds.append(machine(found))
+            kinds, kind = task.machines.setdefault(job.impl, []), machine(found)
+            if kind not in kinds:
+                kinds.append(kind)
     return list(tasks.values())
 
 
