@@ -14,7 +14,7 @@ from benchmarks.common import base_parser, setup
 from benchmarks.env_defaults import EVAL_EPISODES
 from benchmarks.suite import __doc__ as suite_doc
 from benchmarks.suite.estimates import print_estimates
-from benchmarks.suite.jobs import IMPLS, MUJOCO, is_discrete, schedule, suite_envs
+from benchmarks.suite.jobs import FAMILIES, IMPLS, MUJOCO, is_discrete, schedule, suite_envs
 from benchmarks.suite.references import (
     cached,
     env_traits,
@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.prog = "python -m benchmarks.suite"
     parser.add_argument("--algorithm", choices=["ppo", "sac"], default="ppo")
     parser.add_argument("--envs", nargs="+", help="Gymnasium ids (default: the whole suite)")
+    parser.add_argument("--family", choices=sorted(FAMILIES), help="one family's tasks only")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--impls", nargs="+", choices=IMPLS, default=list(IMPLS))
     parser.add_argument(
@@ -52,7 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag, value in (("--steps", args.steps), ("--eval-episodes", args.eval_episodes)):
         if value is not None and value <= 0:
             parser.error(f"{flag} must be a positive integer, got {value}")
-    args.envs = args.envs or suite_envs(args.algorithm)
+    if args.envs and args.family:
+        parser.error("--envs and --family: give one of them")
+    args.envs = args.envs or suite_envs(args.algorithm, args.family)
     if args.algorithm == "sac" and (discrete := [e for e in args.envs if is_discrete(e)]):
         parser.error(f"--envs: SAC needs continuous actions, which {', '.join(discrete)} lack")
     args.results = args.results or Path(__file__).parents[1] / "results" / f"suite-{args.algorithm}"

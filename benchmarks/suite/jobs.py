@@ -45,10 +45,13 @@ class Job:
 Runner = Callable[[Job, int], dict[str, Any]]
 
 
-def suite_envs(algorithm: str) -> list[str]:
-    """The suite's tasks for `algorithm`: all of them for PPO, those with continuous actions
-    for SAC."""
-    tasks = [*MUJOCO, *CLASSIC]
+FAMILIES = {"mujoco": MUJOCO, "classic": CLASSIC}
+
+
+def suite_envs(algorithm: str, family: str | None = None) -> list[str]:
+    """The suite's tasks for `algorithm` (of one `family`, or all): all of them for PPO,
+    those with continuous actions for SAC."""
+    tasks = [*FAMILIES[family]] if family else [*MUJOCO, *CLASSIC]
     return tasks if algorithm == "ppo" else [t for t in tasks if not is_discrete(t)]
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.suite.cli import main
+from benchmarks.suite.cli import main, parse_args
 from benchmarks.suite.jobs import Job, load_result
 from benchmarks.suite.references import random_return
 
@@ -39,3 +39,13 @@ def test_tiny_real_suite_writes_results_and_a_table(tmp_path: Path, capsys):
     assert set(summary["tasks"][0]["returns"]) == {"ours", "sb3"}
     main(argv)
     assert "2 of 2 runs done earlier; 0 to run" in capsys.readouterr().out
+
+
+def test_family_picks_its_tasks_and_conflicts_with_envs(capsys):
+    args = parse_args(["--algorithm", "sac", "--family", "classic"])
+    assert args.envs == ["MountainCarContinuous-v0", "Pendulum-v1"]
+    assert len(parse_args(["--family", "mujoco"]).envs) == 11
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--family", "mujoco", "--envs", "Hopper-v5"])
+    assert stop.value.code == 2
+    assert "--envs and --family: give one of them" in capsys.readouterr().err

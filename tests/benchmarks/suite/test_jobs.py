@@ -7,6 +7,9 @@ def test_the_suite_its_budgets_and_the_turns_of_its_schedule():
     assert len(MUJOCO) == 11 and "HumanoidStandup-v5" in MUJOCO
     assert suite_envs("ppo") == [*MUJOCO, *CLASSIC]
     assert suite_envs("sac") == [*MUJOCO, "MountainCarContinuous-v0", "Pendulum-v1"]
+    assert suite_envs("sac", "mujoco") == [*MUJOCO]
+    assert suite_envs("sac", "classic") == ["MountainCarContinuous-v0", "Pendulum-v1"]
+    assert suite_envs("ppo", "classic") == [*CLASSIC]
     assert default_steps("ppo", "Hopper-v5") == 300_000
     assert default_steps("ppo", "Acrobot-v1") == 100_000
     assert default_steps("sac", "Hopper-v5") == 100_000
