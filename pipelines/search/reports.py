@@ -262,15 +262,23 @@ def _ranked_lines(study: optuna.Study, search: SearchParams) -> list[str]:
     )
     if not ranked:
         return []
+    # A study across tasks shows each task's score and the worst of them: a mean can hide
+    # one task far below the rest, which "no task behind" targets care about.
+    tasks = [TASK_SCORE + task.env for task in search.tasks]
+    task_heads = [f"score {name.removeprefix(TASK_SCORE)}" for name in tasks]
+    task_heads += ["worst task"] if tasks else []
     lines = [
-        "Completed trials, best first:",
+        "Completed trials, best first" + (" (scores: 0 `low`, 1 `high`)" if tasks else "") + ":",
         "",
-        "| trial | value | " + " | ".join(search.space) + " |",
-        "|---" * (2 + len(search.space)) + "|",
+        "| trial | value | " + " | ".join([*task_heads, *search.space]) + " |",
+        "|---" * (2 + len(task_heads) + len(search.space)) + "|",
     ]
     for t in ranked[:10]:
+        scores = [t.user_attrs.get(name, float("nan")) for name in tasks]
+        task_cells = [f"{score:.3g}" for score in scores]
+        task_cells += [f"{min(scores):.3g}"] if tasks else []
         values = trial_values(t, search.space)
-        cells = " | ".join(json.dumps(values.get(k)) for k in search.space)
+        cells = " | ".join([*task_cells, *(json.dumps(values.get(k)) for k in search.space)])
         lines.append(f"| {t.number} | {t.value:.4g} | {cells} |")
     lines.append("")
     return lines

@@ -113,3 +113,10 @@ def test_a_study_across_tasks_scores_each_trial_on_every_task(tmp_path):
     summary = (layout.search_reports / "summary.md").read_text()
     assert "mean over 2 tasks (cartpole, pendulum) of the normalised" in summary
     assert "Its score per task" in summary
+    # The ranked table: each task's score and the worst of them, beside the value.
+    head = "| trial | value | score cartpole | score pendulum | worst task |"
+    assert head in summary
+    for trial in trials:
+        cart, pend = (trial.user_attrs[f"score {env}"] for env in ("cartpole", "pendulum"))
+        scores = f"{cart:.3g} | {pend:.3g} | {min(cart, pend):.3g}"
+        assert f"| {trial.number} | {trial.value:.4g} | {scores} |" in summary
