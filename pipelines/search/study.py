@@ -58,15 +58,23 @@ def study_in(
     storage: optuna.storages.BaseStorage, search: SearchParams, worker: int = 0
 ) -> optuna.Study:
     """The study in `storage` (`make_storage`), created on first use, with the sampler of
-    worker `worker` and the search's pruner."""
-    return optuna.create_study(
-        study_name=search.study_name,
-        storage=storage,
-        sampler=make_sampler(search, worker),
-        pruner=make_pruner(search),
-        direction=search.direction,
-        load_if_exists=True,
-    )
+    worker `worker` and the search's pruner. An existing study is loaded, not created again:
+    `create_study(load_if_exists=True)` appends a creation record to a journal each time,
+    so merely opening a committed journal (for a report, a worker) would change the file."""
+    sampler, pruner = make_sampler(search, worker), make_pruner(search)
+    try:
+        return optuna.load_study(
+            study_name=search.study_name, storage=storage, sampler=sampler, pruner=pruner
+        )
+    except KeyError:  # not there yet; two workers racing to create it both get one study
+        return optuna.create_study(
+            study_name=search.study_name,
+            storage=storage,
+            sampler=sampler,
+            pruner=pruner,
+            direction=search.direction,
+            load_if_exists=True,
+        )
 
 
 def open_study(params: Params, layout: Layout, worker: int = 0, wait: bool = False) -> optuna.Study:

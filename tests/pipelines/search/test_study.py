@@ -23,6 +23,20 @@ def test_study_objects_use_the_configured_sampler_and_pruner(tmp_path):
     assert Path(Layout(tmp_path).search_journal).exists()
 
 
+def test_opening_an_existing_study_leaves_its_journal_unchanged(tmp_path):
+    """A committed journal opened for a report or by another worker stays byte-identical;
+    the study opened again is the same one, with its own sampler and direction."""
+    params, layout = parse_params(with_search(sampler="random", pruner="none")), Layout(tmp_path)
+    first = open_study(params, layout)
+    first.enqueue_trial({})
+    journal = Path(layout.search_journal).read_bytes()
+    again = open_study(params, layout, worker=1)
+    assert Path(layout.search_journal).read_bytes() == journal
+    assert again._study_id == first._study_id and len(again.get_trials()) == 1
+    assert isinstance(again.sampler, optuna.samplers.RandomSampler)
+    assert again.direction == first.direction
+
+
 def test_worker_seeds_are_distinct_reproducible_and_the_studys_own_for_worker_0():
     seeds = [worker_seed(7, w) for w in range(4)]
     assert seeds[0] == 7 and len(set(seeds)) == 4
