@@ -161,11 +161,14 @@ def run_sb3(
     from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
 
     cpu, wall = time.process_time(), time.perf_counter()
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     model_class = {"ppo": PPO, "sac": SAC}[algorithm]
     model = model_class("MlpPolicy", env, device="cpu", seed=seed, verbose=0)
+    # A logger that writes nothing: SB3's own would leave an empty folder in /tmp per run.
+    model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(total_timesteps=steps)
     cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
     eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)

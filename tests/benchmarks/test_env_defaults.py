@@ -50,3 +50,18 @@ def test_evaluation_time_counts_cpu_not_the_wait():
     assert trainer._evaluate() is False and trainer._evaluate() is False
     assert trainer.evaluations == 2
     assert spent[1] >= 0.4 and spent[0] < 0.1
+
+
+def test_an_sb3_run_reports_its_steps_and_leaves_no_log_folder(tmp_path, monkeypatch):
+    """SB3's own logger makes an empty `SB3-<date>` folder in the temp dir per run (181 of
+    them after one suite); the benchmark's writes nothing."""
+    pytest.importorskip("stable_baselines3", reason="the bench extra installs stable-baselines3")
+    import tempfile
+
+    from benchmarks.env_defaults import run_sb3
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_sb3("Pendulum-v1", seed=0, steps=200, algorithm="sac", eval_episodes=1)
+    assert result["impl"] == "sb3" and result["env_steps"] == 200
+    assert -2_000 < result["return"] <= 0  # Pendulum's rewards are never positive
+    assert list(tmp_path.iterdir()) == []
