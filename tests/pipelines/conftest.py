@@ -10,14 +10,21 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def prefect_api_url() -> Iterator[str]:
-    """Run the session's Prefect calls against a temporary server and SQLite file; yield its URL."""
+def prefect_api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Run the session's Prefect calls against a temporary server and SQLite file; yield its URL.
+
+    Flow results are persisted (to a temporary folder): a loaded machine can hold the test
+    server's SQLite file locked for its whole 60 s busy timeout, and a flow whose final state
+    then comes back from the API carries no result in memory (`MissingResult`); persisted,
+    `state.result()` reads it from storage instead."""
     if importlib.util.find_spec("prefect") is None:
         pytest.skip("prefect is not installed (pip install -e .)")
     # Before the first `import prefect`: no telemetry, and patience with slow CI machines.
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(tmp_path_factory.mktemp("results")))
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
