@@ -28,7 +28,10 @@ def test_the_sac_family_defaults_are_the_studys_chosen_trial():
     trained = apply_values(params, {**search.overrides, **trial_values(chosen, search.space)})
     cfg, preset = trained.experiment(seed=0), SAC_PRESETS["gym_locomotion"]
 
-    assert cfg.policy == preset.policy and cfg.algo == preset.algo
+    assert cfg.policy == preset.policy
+    # The study multiplied in bf16 (`precision: auto` on its CPU); the family, in float32.
+    assert cfg.algo.precision == "auto" and preset.algo.precision == "float32"
+    assert dataclasses.replace(cfg.algo, precision="float32") == preset.algo
     assert cfg.trainer.num_steps == preset.trainer.num_steps == 4
     # The study kept 100k transitions (all of a trial's); the preset keeps its 1M steps' worth.
     assert dataclasses.replace(cfg.replay, capacity=1) == dataclasses.replace(
