@@ -14,13 +14,18 @@ interleaved repetitions: median ms per update, and ratios within each repetition
 (bfloat16 / float32 per size; each size / the first size per precision). The CPU's bf16
 support decides the precision ratio: `lscpu | grep bf16`. `--compile` adds the compiled
 update (`runtime.compile: true`); `--matmul` profiles each setting for its milliseconds
-inside matrix products, which compiling cannot shorten.
+inside matrix products, which compiling cannot shorten. Each setting's first update is
+timed apart (compiling, for a compiled one; cold or warm as torch's on-disk cache is), and
+a compiled row says after how many updates its savings repay that (`break-even`).
+`--obs-dim` and `--action-dim` size the networks' inputs for other tasks (Humanoid-v5: 348
+and 17).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 
 import gymnasium.spaces as spaces
 import torch
@@ -49,15 +54,20 @@ def size_name(sizes: tuple[int, ...]) -> str:
 
 
 def build(
-    precision: str, hidden: tuple[int, ...], compiled: bool = False, device: str = "cpu"
+    precision: str,
+    hidden: tuple[int, ...],
+    compiled: bool = False,
+    device: str = "cpu",
+    dims: tuple[int, int] = (OBS_DIM, ACTION_DIM),
 ) -> SAC:
-    """The HalfCheetah preset's SAC (obs 17, action 6) with `hidden` networks, built
+    """The HalfCheetah preset's SAC (`dims`: obs 17, action 6) with `hidden` networks, built
     directly (no env: it runs where MuJoCo is not installed, on any device)."""
     base = SAC_PRESETS["mujoco_halfcheetah"]
     policy_cfg = dataclasses.replace(base.policy, hidden_sizes=hidden)
     algo = dataclasses.replace(base.algo, precision=precision)
     torch.manual_seed(0)
-    actor = SquashedGaussianActor(OBS_DIM, spaces.Box(-1.0, 1.0, (ACTION_DIM,)), policy_cfg)
+    obs_dim, action_dim = dims
+    actor = SquashedGaussianActor(obs_dim, spaces.Box(-1.0, 1.0, (action_dim,)), policy_cfg)
     actor = actor.to(device)
     generator = torch.Generator(device=device).manual_seed(0)
     return SAC(
@@ -91,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--obs-dim", type=int, default=OBS_DIM)
+    parser.add_argument("--action-dim", type=int, default=ACTION_DIM)
     parser.add_argument(
         "--compile", action="store_true",
         help="also time each setting with runtime.compile (the compiled update)",
@@ -105,19 +117,30 @@ def main(argv: list[str] | None = None) -> None:
     precisions = list(dict.fromkeys(args.precisions))
     meta = setup(
         args,
-        f"SAC update, networks {', '.join(map(size_name, sizes))}, batch {args.batch}",
+        f"SAC update, networks {', '.join(map(size_name, sizes))}, batch {args.batch}, "
+        f"obs {args.obs_dim}, actions {args.action_dim}",
         method=f"interleaved repetitions (--reps {args.reps}); medians",
     )
     modes = [False, True] if args.compile else [False]
+    dims = (args.obs_dim, args.action_dim)
     algos = {
-        (s, p, c): build(p, s, c, args.device) for s in sizes for p in precisions for c in modes
+        (s, p, c): build(p, s, c, args.device, dims)
+        for s in sizes
+        for p in precisions
+        for c in modes
     }
-    batch = random_batch(args.batch, OBS_DIM, ACTION_DIM, args.device)
+    batch = random_batch(args.batch, *dims, args.device)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else lambda: None
 
     def timed(algo: SAC) -> None:
         algo.update(batch)
         sync()
+
+    first_s = {}
+    for key, algo in algos.items():  # compiling happens here, for the compiled ones
+        start = time.perf_counter()
+        timed(algo)
+        first_s[key] = time.perf_counter() - start
 
     timings = time_interleaved({key: (lambda a=a: timed(a)) for key, a in algos.items()}, args.reps)
     samples = {key: t.samples_s for key, t in timings.items()}
@@ -137,6 +160,12 @@ def main(argv: list[str] | None = None) -> None:
                 samples[size, "bfloat16", compiled], samples[size, "float32", compiled]
             )
         row["compiled_vs_eager"] = median_ratio(mine, samples[size, precision, False])
+        row["first_s"] = first_s[size, precision, compiled]
+        saved_s = timings[size, precision, False].median_s - timing.median_s
+        extra_s = row["first_s"] - first_s[size, precision, False]
+        row["break_even"] = (
+            f"{extra_s / saved_s:,.0f}" if compiled and saved_s > 0 else "never" if compiled else ""
+        )
         if args.matmul:
             row["matmul_ms"] = matmul_ms[size, precision, compiled]
             eager_ms = timings[size, precision, False].median_s * 1e3
@@ -150,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if args.compile:
         columns.append(("compiled_vs_eager", "/ eager's", ".3f"))
+        columns.append(("first_s", "first update s", ".1f"))
+        columns.append(("break_even", "break-even updates", ""))
     if args.matmul:
         columns.append(("matmul_ms", "matmul ms", ".2f"))
         columns.append(("matmul_of_eager", "matmul / eager update", ".3f"))

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from pipelines.params.errors import describe_errors
-from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
+from rlcore.algos.config import AUTO_COMPILE_MIN_SAC_UPDATES, AUTO_COMPILE_MIN_STEPS
 from rlcore.algos.registry import (
     UnknownAlgorithmError,
     algorithm_names,
@@ -132,8 +132,10 @@ class RuntimeParams(_Section):
         description="compile the updates with torch.compile (needs a C++ compiler on CPU, "
         "Triton on CUDA): PPO's whole minibatch step (CUDA graphs on CUDA; metrics read from "
         "the device only every log_every_iters), GRPO's loss, SAC's update (one function on "
-        "CPU); seconds to compile. auto: PPO's step where it pays back (a run planned for at least "
-        f"{AUTO_COMPILE_MIN_STEPS:,d} minibatch steps, no stop target, the compiler present). "
+        "CPU); seconds to compile. auto: where it pays back, with no stop target and the compiler "
+        f"present: PPO's step in a run planned for at least {AUTO_COMPILE_MIN_STEPS:,d} "
+        "minibatch steps, SAC's update on CPU in float32 in one planned for at least "
+        f"{AUTO_COMPILE_MIN_SAC_UPDATES:,d} updates. "
         "Default auto: on 20 fresh Hopper-v5 seeds compiled runs returned as much as eager "
         "ones (over all 40, 2,675 against 2,905: within seed noise) for ~0.63x the CPU "
         "(benchmarks/README.md, compile_returns)",

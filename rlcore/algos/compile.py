@@ -20,6 +20,8 @@ import torch
 from rlcore.errors import CompileUnavailableError
 
 if TYPE_CHECKING:
+    from rlcore.algos.config import PPOConfig
+    from rlcore.algos.sac_config import SACConfig
     from rlcore.config import ExperimentConfig
 
 F = TypeVar("F", bound=Callable)
@@ -73,26 +75,59 @@ def maybe_compile(fn: F, enabled: bool) -> F:
 def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]:
     """Whether `runtime.compile: auto` compiles this run, and why, in a few words.
 
-    Only PPO's whole minibatch step is measured to pay back its compiling (GRPO's compiles
-    with `runtime.compile: true`); it needs one process and
-    whole minibatches. A run with a stop target may end within seconds (the builtin tasks'
-    presets do), and a short run cannot pay back seconds of compiling, so both stay eager;
-    so does a machine without the compiler backend.
+    Measured to pay back its compiling: PPO's whole minibatch step (one process, whole
+    minibatches), and SAC's update on CPU in float32, where it is one compiled function
+    (GRPO's loss, SAC's bf16 or CUDA update compile with `runtime.compile: true`). A run
+    with a stop target may end within seconds (the builtin tasks' presets do), and a short
+    run cannot pay back seconds of compiling, so both stay eager; so does a machine without
+    the compiler backend.
     """
     from rlcore.algos import config
+    from rlcore.algos.sac_config import SACConfig
 
-    algo = cfg.algo
-    if not isinstance(algo, config.PPOConfig):
-        return False, "only PPO's whole step is measured to pay back compiling"
-    if not algo.takes_whole_steps(world_size):
-        return False, "several processes or explicit micro-batches: no whole step"
+    algo, device = cfg.algo, torch.device(cfg.env.device)
+    if isinstance(algo, config.PPOConfig):
+        pays, why = _ppo_compile_pays(cfg, algo, world_size)
+    elif isinstance(algo, SACConfig):
+        pays, why = _sac_compile_pays(cfg, algo, device)
+    else:
+        return False, "only PPO's whole step and SAC's CPU update are measured to pay back"
+    if not pays:
+        return False, why
     if cfg.trainer.stop_at():
         return False, "a stop target: the run may end before compiling pays back"
-    steps = cfg.total_iters * algo.num_epochs * algo.num_minibatches
-    if steps < config.AUTO_COMPILE_MIN_STEPS:
-        return False, f"{steps:,d} minibatch steps planned, too few to pay back compiling"
     try:
-        check_compile_available(torch.device(cfg.env.device))
+        check_compile_available(device)
     except CompileUnavailableError as exc:
         return False, str(exc).split(",")[0]
+    return True, why
+
+
+def _ppo_compile_pays(cfg: ExperimentConfig, algo: PPOConfig, world_size: int) -> tuple[bool, str]:
+    """PPO's half of `compile_pays`: whole minibatch steps, and enough of them planned."""
+    from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
+
+    if not algo.takes_whole_steps(world_size):
+        return False, "several processes or explicit micro-batches: no whole step"
+    steps = cfg.total_iters * algo.num_epochs * algo.num_minibatches
+    if steps < AUTO_COMPILE_MIN_STEPS:
+        return False, f"{steps:,d} minibatch steps planned, too few to pay back compiling"
     return True, f"{steps:,d} minibatch steps planned"
+
+
+def _sac_compile_pays(
+    cfg: ExperimentConfig, algo: SACConfig, device: torch.device
+) -> tuple[bool, str]:
+    """SAC's half of `compile_pays`: CPU, float32 and enough gradient steps planned."""
+    from rlcore.algos.config import AUTO_COMPILE_MIN_SAC_UPDATES
+    from rlcore.precision import native_bf16
+
+    if device.type != "cpu":
+        return False, "SAC's update compiles with auto on CPU only (on CUDA it saves little)"
+    if algo.precision == "bfloat16" or (algo.precision == "auto" and native_bf16(device)):
+        return False, "SAC's update in bf16: compiled only in float32"
+    learning_steps = max(cfg.trainer.total_env_steps - cfg.replay.warmup_steps, 0)
+    updates = int(learning_steps * cfg.replay.updates_per_step)
+    if updates < AUTO_COMPILE_MIN_SAC_UPDATES:
+        return False, f"{updates:,d} SAC updates planned, too few to pay back compiling"
+    return True, f"{updates:,d} SAC updates planned"

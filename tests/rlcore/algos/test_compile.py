@@ -100,6 +100,52 @@ def test_auto_compiles_ppo_runs_long_enough_to_pay_back_compiling():
     assert not compiled and "several processes" in why
 
 
+def _planned_sac(steps: int, precision: str = "float32", device: str = "cpu", **trainer):
+    """A SAC run of `steps` env steps: 1,000 warm-up steps, then one update per env step."""
+    from rlcore.algos.sac_config import SACConfig
+    from rlcore.config import ReplayConfig
+
+    return ExperimentConfig(
+        env=EnvConfig("pendulum", num_envs=1, device=device),
+        trainer=TrainerConfig(total_env_steps=steps, num_steps=1, **trainer),
+        algorithm="sac",
+        algo=SACConfig(precision=precision),
+        replay=ReplayConfig(warmup_steps=1_000, updates_per_step=1.0),
+    )
+
+
+def test_auto_compiles_sac_on_cpu_in_float32_when_enough_updates_are_planned(monkeypatch):
+    from rlcore.algos import config
+    from rlcore.algos.compile import compile_pays
+
+    least = config.AUTO_COMPILE_MIN_SAC_UPDATES
+    assert compile_pays(_planned_sac(1_000 + least)) == (True, f"{least:,d} SAC updates planned")
+    compiled, why = compile_pays(_planned_sac(1_000 + least - 1))
+    assert (
+        not compiled and why == f"{least - 1:,d} SAC updates planned, too few to pay back compiling"
+    )
+    long = 1_000 + least
+    compiled, why = compile_pays(_planned_sac(long, "bfloat16"))
+    assert not compiled and "bf16" in why
+    compiled, why = compile_pays(_planned_sac(long, stop_at_eval_return=-200.0))
+    assert not compiled and "a stop target" in why
+    # `precision: auto` is float32 where the CPU has no native bf16, and compiles there.
+    monkeypatch.setattr("rlcore.precision.native_bf16", lambda device: False)
+    assert compile_pays(_planned_sac(long, "auto"))[0]
+    monkeypatch.setattr("rlcore.precision.native_bf16", lambda device: True)
+    compiled, why = compile_pays(_planned_sac(long, "auto"))
+    assert not compiled and "bf16" in why
+
+
+def test_auto_leaves_sac_eager_on_cuda():
+    from rlcore.algos import config
+    from rlcore.algos.compile import compile_pays
+
+    least = config.AUTO_COMPILE_MIN_SAC_UPDATES
+    compiled, why = compile_pays(_planned_sac(10 * least, device="cuda"))
+    assert not compiled and why.startswith("SAC's update compiles with auto on CPU only")
+
+
 def test_auto_stays_eager_without_a_compiler(monkeypatch):
     from rlcore.algos.compile import compile_pays
     from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
