@@ -35,3 +35,8 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cpu":
         return any(flag in _cpu_flags() for flag in CPU_BF16_FLAGS)
     return False
+
+
+def trains_bf16(precision: str, device: torch.device) -> bool:
+    """Whether SAC's `precision` setting ("float32", "bfloat16", "auto") means bf16 on `device`."""
+    return precision == "bfloat16" or (precision == "auto" and native_bf16(device))

@@ -120,11 +120,11 @@ def _sac_compile_pays(
 ) -> tuple[bool, str]:
     """SAC's half of `compile_pays`: CPU, float32 and enough gradient steps planned."""
     from rlcore.algos.config import AUTO_COMPILE_MIN_SAC_UPDATES
-    from rlcore.precision import native_bf16
+    from rlcore.precision import trains_bf16
 
     if device.type != "cpu":
         return False, "SAC's update compiles with auto on CPU only (on CUDA it saves little)"
-    if algo.precision == "bfloat16" or (algo.precision == "auto" and native_bf16(device)):
+    if trains_bf16(algo.precision, device):
         return False, "SAC's update in bf16: compiled only in float32"
     learning_steps = max(cfg.trainer.total_env_steps - cfg.replay.warmup_steps, 0)
     updates = int(learning_steps * cfg.replay.updates_per_step)

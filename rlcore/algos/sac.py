@@ -27,7 +27,7 @@ from rlcore.policies import (
     activation_function,
     squashed_gaussian_policy,
 )
-from rlcore.precision import native_bf16
+from rlcore.precision import trains_bf16
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
 
@@ -137,9 +137,7 @@ class SAC:
         self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr or cfg.lr)
         self._params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
-        self._mixed_precision = cfg.precision == "bfloat16" or (
-            cfg.precision == "auto" and native_bf16(device)
-        )
+        self._mixed_precision = trains_bf16(cfg.precision, device)
         self._device_type = device.type
         # Compiled: the critics' and the actor's losses (forward, and backward through
         # AOTAutograd); the optimizer steps stay eager (fused Adam). The random draws stay
