@@ -132,7 +132,7 @@ TARGETS = (
            lambda r: _time_to_target(r, "cuda_push_cube"), "benchmarks.fast_path on a GPU"),
     Target("cuda", "Warp HalfCheetah return >= 5,000: wall s", 300.0, False,
            lambda r: _time_to_target(r, "cuda_halfcheetah"),
-           "no cuda_halfcheetah preset yet (issue P19)"),
+           "benchmarks.fast_path on a GPU with mujoco_warp installed"),
     Target("cpu", "PPO minibatch step, 64x64 MLP: compiled / eager", 0.4, False, _step_ratio,
            "benchmarks.fast_path --device cpu --sections step"),
     Target("cpu", "SAC update (HalfCheetah's networks): compiled / eager", 0.4, False, _sac_ratio,
@@ -247,7 +247,8 @@ def run_presets(args: argparse.Namespace, compiles: bool) -> list[dict]:
     runs = [("eager", False)] + (
         [("compiled, first", True), ("compiled, next", True)] if compiles else []
     )
-    for task, preset in CUDA_PRESETS.items():
+    for task in cuda_presets.default_tasks(args.device):
+        preset = CUDA_PRESETS[task]
         cfg = dataclasses.replace(preset, env=dataclasses.replace(preset.env, device=args.device))
         for label, compiled in runs:
             row = cuda_presets.run(task, label, cfg, args.seed, compiled)

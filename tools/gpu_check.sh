@@ -24,14 +24,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi -L
 python3 -c "import torch, tensordict; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'tensordict', tensordict.__version__)"
 
-step() {  # step NAME SECONDS COMMAND...: run it under a time limit, log it, show its tail
-    local name=$1 limit=$2
-    shift 2
-    echo "=== $name $(date +%T)"
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-    echo "rc $?"
-    grep -v "^    \|^\.\.\.\|[Ww]arn" "$OUT/$name.log" | tail -15
-}
+source tools/gpu_step.sh  # step NAME SECONDS COMMAND...
 
 # Every CUDA-only test, and the compiled paths' CPU tests on the CUDA torch.
 step tests 200 python3 -m pytest -q -p no:cacheprovider \

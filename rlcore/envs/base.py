@@ -174,8 +174,8 @@ class BatchedEnv(abc.ABC):
     # avoid): `step()` then writes `slot.valid`, and learners skip the invalid ones.
     has_invalid_steps: bool = False
     # The determinism the contract guarantees: True, the same seed, actions and state give
-    # bit-identical trajectories; False (MuJoCo Warp on CUDA, not `deterministic`), they
-    # agree to float32 round-off.
+    # bit-identical trajectories; False (MuJoCo Warp on CUDA), they agree to float32
+    # round-off at first, which contacts amplify over steps.
     bit_reproducible: bool = True
     # Frames each image entry stacks (module docstring): replay buffers store the newest
     # frame alone and rebuild the stack (`rlcore.stream_replay`).

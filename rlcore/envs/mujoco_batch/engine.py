@@ -212,7 +212,7 @@ def make_engine(
 ) -> Engine:
     """The engine `kind`; "auto" picks by device: `BatchEngine` on CPU, `WarpEngine` on CUDA
     ("warp" on CPU runs MuJoCo Warp on Warp's CPU device: for tests). `deterministic`:
-    Warp's bit-reproducible mode (the batch engine always is)."""
+    Warp's `DeterminismType.ALL` (the batch engine is bit-reproducible anyway)."""
     if kind not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {kind!r}")
     if kind == "auto":

@@ -66,11 +66,11 @@ class MujocoEnv(TorchEnv):
     `nthread`: CPU threads of the batch (0: all CPUs; results do not depend on it).
     `xml_file`: another MJCF with the same actuators (default: Gymnasium's).
     `engine`: "auto" (mujoco.batch on CPU, MuJoCo Warp on CUDA), "batch" or "warp".
-    `deterministic`: MuJoCo Warp's bit-reproducible mode (slower). What is guaranteed, by
+    `deterministic`: MuJoCo Warp's `DeterminismType.ALL` (slower). What is guaranteed, by
     `bit_reproducible`: seeded resets, state round trips and reruns give bit-identical
-    trajectories with mujoco.batch (CPU) and with Warp on its CPU device or with
-    `deterministic`; Warp on CUDA without it agrees to float32 round-off (contact order
-    follows atomics).
+    trajectories with mujoco.batch (CPU) and with Warp on its CPU device; Warp on CUDA, with
+    `deterministic` or not, agrees to float32 round-off (contact order follows atomics), which
+    contacts amplify over steps.
     """
 
     def __init__(

@@ -68,18 +68,19 @@ class WarpEngine(Engine):
         """`nconmax`/`njmax`: contacts/constraints per world (MuJoCo Warp's defaults if None;
         raise them if it prints overflow warnings). `graph`: capture `step` loops in graphs
         (default: on CUDA when conditional graph nodes are supported). `deterministic`:
-        MuJoCo Warp's `DeterminismType.ALL` (sorted contacts and constraint rows, fixed-order
-        reductions); without it, on CUDA, contact order follows atomics, so equal worlds
-        (`copy_state`) and reruns agree only to float32 round-off. Costs speed."""
+        MuJoCo Warp's `DeterminismType.ALL` (sorted constraint rows, fixed-order
+        reductions; costs speed). On CUDA, contact order follows atomics either way (the
+        contact sort of `mujoco_warp` 4.0 does nothing), so equal worlds (`copy_state`),
+        reruns and state round trips agree to float32 round-off, not bit for bit: on an
+        H200, an Ant round trip in deterministic mode was not bit-identical."""
         device = _engine_device(device)
         _quiet_warp()
         wp.init()
         self.model = model
         self.num_envs = num_envs
         self.device = device
-        # On Warp's CPU device kernels run in a fixed order; on CUDA, contacts follow atomics
-        # unless `deterministic` sorts them (MuJoCo Warp's DeterminismType.ALL).
-        self.bit_reproducible = deterministic or device.type == "cpu"
+        # On Warp's CPU device kernels run in a fixed order; on CUDA, contacts follow atomics.
+        self.bit_reproducible = device.type == "cpu"
         self.wp_device = wp.device_from_torch(device)
         self._streams: dict[int, wp.Stream] = {}
         with self._scope():
