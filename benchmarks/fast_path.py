@@ -19,7 +19,8 @@ Sections (`--sections`, default all), each the benchmark named, with the sizes o
 - `sac` (`benchmarks.sac_update`): one SAC update at HalfCheetah size, eager and compiled;
 - `presets` (`benchmarks.cuda_presets`): each GPU preset to its target on the device, eager,
   then compiled twice in this process (the first run compiles; the second reads the
-  compiled code), with its return (or success) against wall time at every evaluation.
+  compiled code), with its return (or success) against wall time at every evaluation;
+  `cuda_halfcheetah` only on CUDA with `mujoco_warp` installed.
 
 Then one table of the targets: the figure, its value, the target and met / MISSED ("-" where
 this run did not measure it, with the command that does). The CPU mode's sizes are what a CPU
