@@ -4,7 +4,9 @@
 # (64 MiB with the working tree). Prepare here, in the repository root:
 #   echo /.whl/ /.wa/ /.wb/ | tr ' ' '\n' >> .git/info/exclude
 #   pip download (as in tools/gpu_check.sh, cp312) tensordict gymnasium pyvers orjson
-#       farama-notifications mujoco mujoco-core mujoco-warp -> .whl/; warp-lang -> unpack it,
+#       farama-notifications mujoco mujoco-core mujoco-warp glfw -> .whl/ (glfw: Gymnasium's
+#       MuJoCo envs import it; rendering tests need EGL too: ../.library device README);
+#   warp-lang -> unpack it,
 #   drop warp/examples, warp/tests and warp/bin/warp-clang.so (Warp's CPU JIT: CUDA needs
 #   none), `xz` warp/bin/warp.so (298 MB -> 81 MB) and `split -b 42000000` it: the first part
 #   into .wa/, the second beside `tar cJf warp_py.tar.xz warp warp_lang-*.dist-info` in .wb/.
