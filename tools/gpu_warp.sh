@@ -5,7 +5,7 @@
 #   echo /.whl/ /.wa/ /.wb/ | tr ' ' '\n' >> .git/info/exclude
 #   pip download (as in tools/gpu_check.sh, cp312) tensordict gymnasium pyvers orjson
 #       farama-notifications mujoco mujoco-core mujoco-warp glfw -> .whl/ (glfw: Gymnasium's
-#       MuJoCo envs import it; rendering tests need EGL too: ../.library device README);
+#       MuJoCo envs import it; the rendering tests need libEGL too, not carried so far);
 #   warp-lang -> unpack it,
 #   drop warp/examples, warp/tests and warp/bin/warp-clang.so (Warp's CPU JIT: CUDA needs
 #   none), `xz` warp/bin/warp.so (298 MB -> 81 MB) and `split -b 42000000` it: the first part
