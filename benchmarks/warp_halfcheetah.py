@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         [
             ("wall_s", "training wall s", ".1f"),
             ("env_steps", "env steps", ",d"),
-            ("sps", "env steps / s", ",.0f"),
+            ("sps", "env steps / s, building included", ",.0f"),
             ("best_return", "best evaluation return", ",.1f"),
             ("target_wall_s", f"wall s to {TARGET_RETURN:,.0f}", ".1f"),
         ],
