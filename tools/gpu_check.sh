@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks to run on a CUDA machine, in one go, ~8 minutes: the tests that CI (CPU only)
+# The checks to run on a CUDA machine, in one go, ~9 minutes: the tests that CI (CPU only)
 # skips as "needs CUDA", then the GPU lines of benchmarks/README.md (*fast_path*).
 #
 # Made for a machine that has a CUDA torch but none of this project's other packages and
@@ -38,5 +38,9 @@ step train 100 python3 -m benchmarks.throughput --device cuda --envs cartpole pu
     --sizes 4096 16384 65536 --parts train --compile --reps 3 --json "$OUT/train.json"
 step minibatch 60 python3 -m benchmarks.fused_step --device cuda --rows 4096 32768 --reps 5 \
     --steps 20 --json "$OUT/minibatch.json"
+# TF32 matrix products (no code change: the override makes cuBLAS use them for float32), the
+# lever the +train / env-only lines wait on; compare with `minibatch` above.
+TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 step minibatch_tf32 60 python3 -m benchmarks.fused_step \
+    --device cuda --rows 4096 32768 --reps 5 --steps 20 --json "$OUT/minibatch_tf32.json"
 step presets 75 python3 -m benchmarks.fast_path --sections presets --json "$OUT/presets.json"
 echo "=== end $(date +%T)"

@@ -45,6 +45,9 @@ stage2)
     step sps 90 python3 -m benchmarks.throughput --device cuda --envs mujoco_halfcheetah \
         --sizes 4096 65536 --parts env bare train --train-num-steps 16 --reps 2 \
         --json "$OUT/sps.json"
+    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 step sps_tf32 60 python3 -m benchmarks.throughput \
+        --device cuda --envs mujoco_halfcheetah --sizes 65536 --parts train --compile \
+        --train-num-steps 16 --reps 2 --json "$OUT/sps_tf32.json"
     step tests 100 python3 -m pytest -q -p no:cacheprovider -n 4 \
         tests/rlcore/envs/test_contract.py tests/rlcore/envs/test_warp_engine.py \
         tests/rlcore/envs/test_mujoco_batch.py
