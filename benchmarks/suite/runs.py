@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,8 +59,12 @@ def claim(results: Path, job: Job) -> str | None:
                 return f"{held.get('host', '?')} pid {held.get('pid', '?')} ({path.name})"
             path.unlink(missing_ok=True)
             continue
-        with os.fdopen(fd, "w") as out:
-            json.dump(mine, out)
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(mine, out)
+        except BaseException:  # stopped while writing it: no claim is left behind
+            path.unlink(missing_ok=True)
+            raise
         return None
     return f"another process ({path.name})"
 
@@ -80,6 +85,29 @@ def stoppable() -> Iterator[None]:
         raise SystemExit(f"suite: {why}; finished runs are kept: run it again to go on") from None
 
 
+@contextlib.contextmanager
+def _stops_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while inside, then hand each that came to the handler that
+    was in place, so that a stop cannot fall between a claim's creation and the code that
+    removes it. (A signal mask would not do: it is per thread, and torch's threads would take
+    the signal.) Python runs signal handlers in the main thread only: elsewhere, no change."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {
+        signum: signal.signal(signum, lambda signum, _: came.append(signum)) for signum in held
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        for signum in came:
+            signal.raise_signal(signum)  # its own handler runs now (or ignores it, as before)
+
+
 def run_pending(
     jobs: Sequence[Job], results: Path, runner: Runner = train, eval_episodes: int = EVAL_EPISODES
 ) -> None:
@@ -95,15 +123,19 @@ def run_pending(
     pending = [job for job in jobs if load_result(results / job.filename, job) is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} runs done earlier; {len(pending)} to run")
     for i, job in enumerate(pending, 1):
-        if (holder := claim(results, job)) is not None:
-            print(f"[{i}/{len(pending)}] {job}: running in {holder}, skipped", flush=True)
-            continue
-        if load_result(results / job.filename, job) is not None:  # looked up while claimed
-            claim_path(results, job).unlink(missing_ok=True)
-            print(f"[{i}/{len(pending)}] {job}: finished by another process, skipped", flush=True)
-            continue
-        print(f"[{i}/{len(pending)}] {job}", flush=True)
-        try:  # the claim goes once the result is written (or the run failed)
+        claimed = False
+        try:  # the claim goes once the result is written (or the run failed or was stopped)
+            with _stops_deferred():  # a stop lands after `claimed` says whose claim it is
+                holder = claim(results, job)
+                claimed = holder is None
+            if not claimed:
+                print(f"[{i}/{len(pending)}] {job}: running in {holder}, skipped", flush=True)
+                continue
+            if load_result(results / job.filename, job) is not None:  # looked up while claimed
+                print(f"[{i}/{len(pending)}] {job}: finished by another process, skipped",
+                      flush=True)  # fmt: skip
+                continue
+            print(f"[{i}/{len(pending)}] {job}", flush=True)
             row = runner(job, eval_episodes)
             result = {
                 "job": dataclasses.asdict(job),
@@ -116,5 +148,6 @@ def run_pending(
             }
             write_json(results / job.filename, result)
         finally:
-            claim_path(results, job).unlink(missing_ok=True)
+            if claimed:
+                claim_path(results, job).unlink(missing_ok=True)
         print(f"  return {row['return']:.1f}, train CPU {row['cpu_s']:.1f} s", flush=True)

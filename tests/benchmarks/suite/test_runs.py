@@ -192,3 +192,37 @@ def test_an_interrupted_run_leaves_no_result_and_is_redone(tmp_path: Path):
     runner = FakeRunner()
     run_pending(JOBS, tmp_path, runner)
     assert runner.calls == JOBS[1:]
+
+
+def test_a_claim_stopped_while_it_is_written_is_not_left(tmp_path: Path, monkeypatch):
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("benchmarks.suite.runs.json.dump", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        claim(tmp_path, JOBS[0])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_that_lands_as_the_claim_is_made_removes_it(tmp_path: Path, monkeypatch):
+    """Ctrl-C arriving the instant the claim file exists (the window CI once hit: the claim
+    was made, the code that removes it not yet entered) is held back until the claim is
+    known to be this process's, so it is removed, and the job does not start."""
+    import benchmarks.suite.runs as runs
+
+    def claim_then_stop(results: Path, job: Job) -> str | None:
+        holder = claim(results, job)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered now, were it not held back
+        time.sleep(0.05)
+        return holder
+
+    monkeypatch.setattr(runs, "claim", claim_then_stop)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    runner = FakeRunner()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_pending(JOBS[:1], tmp_path, runner)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert runner.calls == []
+    assert list(tmp_path.iterdir()) == []
