@@ -8,6 +8,8 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
     .venv/bin/python -m benchmarks.env_defaults --envs Hopper-v5 --curve-every 51200
     .venv/bin/python -m benchmarks.env_defaults --envs Swimmer-v5 --impls ours \
         --set algorithm.ppo.gamma=0.995                # a probe: one key changed
+    .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs Humanoid-v5 \
+        --impls ours --steps 100000 --set replay.batch_size=256     # SAC against SAC's
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
 `env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
@@ -228,6 +230,7 @@ def cpu_to_match(ours: list[dict[str, Any]], sb3: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--algorithm", choices=["ppo", "sac"], default="ppo")
     parser.add_argument("--envs", nargs="+", default=DEFAULT_ENVS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000, help="Pendulum-v1: 100k")
@@ -247,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     changed = f"; ours with {settings}" if settings else ""
     meta = setup(
         args,
-        "Changing only env.name: family defaults vs SB3 PPO defaults",
+        f"Changing only env.name: family defaults vs SB3 {args.algorithm.upper()} defaults",
         method=f"seeds {args.seeds}, taking turns per seed; means over seeds (--reps unused)"
         + changed,
     )
@@ -259,11 +262,14 @@ def main(argv: list[str] | None = None) -> None:
             for impl in order:
                 if impl == "ours":
                     result = run_ours(
-                        env_id, seed, steps, args.curve_every,
+                        env_id, seed, steps, args.curve_every, algorithm=args.algorithm,
                         eval_episodes=args.eval_episodes, settings=settings,
                     )  # fmt: skip
                 else:
-                    result = run_sb3(env_id, seed, steps, eval_episodes=args.eval_episodes)
+                    result = run_sb3(
+                        env_id, seed, steps, algorithm=args.algorithm,
+                        eval_episodes=args.eval_episodes,
+                    )  # fmt: skip
                 runs.setdefault((env_id, impl), []).append(result)
                 print_table([result], COLUMNS)
     summary = [summarize(rows) for rows in runs.values()]

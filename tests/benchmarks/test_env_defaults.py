@@ -65,3 +65,24 @@ def test_an_sb3_run_reports_its_steps_and_leaves_no_log_folder(tmp_path, monkeyp
     assert result["impl"] == "sb3" and result["env_steps"] == 200
     assert -2_000 < result["return"] <= 0  # Pendulum's rewards are never positive
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_probes_sac_against_sacs_defaults(monkeypatch, capsys):
+    """`--algorithm sac` reaches both sides: ours' experiment and SB3's model class."""
+    import benchmarks.env_defaults as env_defaults
+
+    calls = []
+
+    def fake(impl):
+        def run(env_id, seed, steps, *args, algorithm, settings=None, **kwargs):
+            calls.append((impl, algorithm, settings))
+            return env_defaults.row(impl, env_id, seed, steps, -150.0, 1.0, 1.0)
+
+        return run
+
+    monkeypatch.setattr(env_defaults, "run_ours", fake("ours"))
+    monkeypatch.setattr(env_defaults, "run_sb3", fake("sb3"))
+    env_defaults.main(["--algorithm", "sac", "--envs", "Pendulum-v1", "--seeds", "0",
+                       "--set", "replay.batch_size=64"])  # fmt: skip
+    assert calls == [("ours", "sac", {"replay.batch_size": 64}), ("sb3", "sac", None)]
+    assert "SB3 SAC defaults" in capsys.readouterr().out
