@@ -275,7 +275,7 @@ class SAC:
         grads, (critic_loss_value, (q, x, critic_x)) = torch.func.grad_and_value(
             critic_loss, has_aux=True
         )(tuple(critic_adam.params))
-        critic_adam.apply(_flat_grad(grads), self._enabled)
+        critic_adam.apply(grads, self._enabled)
 
         def actor_loss(params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
             values = dict(zip(self._actor_names, params, strict=True))
@@ -286,7 +286,7 @@ class SAC:
         grads, (actor_loss_value, log_prob) = torch.func.grad_and_value(actor_loss, has_aux=True)(
             tuple(actor_adam.params)
         )
-        actor_adam.apply(_flat_grad(grads), self._enabled)
+        actor_adam.apply(grads, self._enabled)
 
         # d/d(log alpha) of -(log_alpha (log_prob + target_entropy)).mean()
         alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
@@ -377,7 +377,3 @@ class _Holder(nn.Module):
 
     def forward(self, which: str, *args: Any) -> Any:
         return self._terms[which](*args)
-
-
-def _flat_grad(grads: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    return torch.cat([grad.reshape(-1) for grad in grads])

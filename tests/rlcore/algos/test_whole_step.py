@@ -136,6 +136,39 @@ def test_a_non_finite_loss_leaves_the_parameters_and_shows_in_the_losses():
     torch.testing.assert_close(flat_params(policy), before, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("compile_step", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("per_parameter", [False, True], ids=["flat", "per-parameter"])
+def test_device_adam_takes_torch_adams_steps(per_parameter, compile_step):
+    """Both gradient layouts, eager and compiled (where the bias corrections are written as
+    exp(step * log(beta))), against torch's Adam over 300 steps, when bias correction
+    matters and after; a disabled step leaves everything, even given a NaN gradient."""
+    torch.manual_seed(0)
+    shapes = [(5, 3), (3,), (2, 1, 4)]
+    mine = [torch.nn.Parameter(torch.randn(shape)) for shape in shapes]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in mine]
+    adam = DeviceAdam(mine, 3e-3, 1e-8)
+    reference = torch.optim.Adam(theirs, lr=3e-3, eps=1e-8)
+
+    def step(grads, enabled):
+        adam.apply(grads if per_parameter else torch.cat([g.flatten() for g in grads]), enabled)
+
+    step = torch.compile(step) if compile_step else step
+    on, off = torch.ones((), dtype=torch.bool), torch.zeros((), dtype=torch.bool)
+    for i in range(300):
+        grads = [torch.randn(shape) * (i % 7 + 0.1) for shape in shapes]
+        step(grads, on)
+        for param, grad in zip(theirs, grads, strict=True):
+            param.grad = grad
+        reference.step()
+        if i in (0, 1, 9, 299):
+            for a, b in zip(mine, theirs, strict=True):
+                torch.testing.assert_close(a.detach(), b.detach(), atol=1e-6, rtol=1e-5)
+    before = [t.clone() for t in [*mine, *adam.state_tensors()]]
+    step([torch.full(shape, float("nan")) for shape in shapes], off)
+    for after, then in zip([*mine, *adam.state_tensors()], before, strict=True):
+        torch.testing.assert_close(after.detach(), then.detach(), atol=0, rtol=0)
+
+
 def test_device_adam_state_round_trips_through_torch_adam():
     cfg = PPOConfig(num_epochs=2, num_minibatches=2, lr=3e-3)
     _, _, _, fused = updated(cfg, whole_step=True)
