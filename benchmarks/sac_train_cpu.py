@@ -15,9 +15,9 @@ eager under `auto`, which compiles SAC from 30,000 planned updates).
 
 Why: `benchmarks.sac_update` times one update on a fixed batch; this times the updates
 inside training, where each samples a new batch and the simulator and acting share the
-caches. To compare
-two revisions, run the same command at each, side by side (one process per core): on a
-shared machine a run's CPU time drifts between runs hours apart by more than a few percent.
+caches. To compare two revisions, run the same command at each, side by side (one process
+per core): on a shared machine a run's CPU time drifts between runs hours apart by more
+than a few percent.
 """
 
 from __future__ import annotations
