@@ -24,13 +24,7 @@ from pipelines.stages import lifeline
 lifeline.hold_parent()  # under DVC, before the slow imports: a `dvc` killed meanwhile counts
 
 import pipelines.stages.progress  # noqa: E402, F401 (its clock times the stage's start-up)
-from pipelines.stages.run import (  # noqa: E402
-    SEEDED_STAGES,
-    STAGES,
-    entry,
-    run_stage,
-    stage_main,
-)
+from pipelines.stages.run import SEEDED_STAGES, STAGES, entry, stage_main  # noqa: E402
 
 # Every command but the stages: its `main(argv) -> exit code`, imported only when run, so a
 # command pays for no other's imports (`plugins` reads algorithm.name alone: no params
@@ -61,14 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", choices=[*STAGES, *COMMANDS])
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--params", type=Path, help="the experiment file (default: params.yaml)")
     parser.add_argument(
         "--seed", type=int, help="train/evaluate: which of `seeds` (default: the first)"
     )
-    args = parser.parse_args(argv)
+    args, arguments = parser.parse_known_args(argv)  # the command's own, left to its parser
     if args.seed is not None and args.command not in SEEDED_STAGES:
         parser.error(f"--seed applies to {' and '.join(SEEDED_STAGES)} only")
-    return run_stage(args.command, args.params, args.seed)
+    # Options written before the command are the command's own: its parser takes them (or
+    # says it takes no such option), as if they had followed it.
+    given = [] if args.params is None else ["--params", str(args.params)]
+    given += [] if args.seed is None else ["--seed", str(args.seed)]
+    return main([args.command, *given, *arguments])
 
 
 if __name__ == "__main__":

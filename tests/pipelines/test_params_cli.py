@@ -147,3 +147,23 @@ def test_naming_a_gpu_for_an_env_picks_its_gpu_preset(tmp_path):
     assert (params.env.num_envs, params.trainer.num_steps) == (4096, 16)
     path.write_text("env: {name: push_cube, device: cuda, num_envs: 1024}\n")
     assert load_params(path).env.num_envs == 1024  # the file still wins key by key
+
+
+def test_options_written_before_the_command_are_the_commands_own(tmp_path, capsys):
+    """`python -m pipelines --params FILE params` reads FILE as `params --params FILE` does
+    (it once ran `params` as a stage and ended in a KeyError's traceback)."""
+    sparse = tmp_path / "params.yaml"
+    sparse.write_text("name: pend\nenv: {name: pendulum, num_envs: 8}\n")
+    assert main(["params", "--params", str(sparse), "--show"]) == 0
+    after = capsys.readouterr().out
+    assert main(["--params", str(sparse), "params", "--show"]) == 0
+    assert capsys.readouterr().out == after and "pendulum" in after
+    # A command that takes no such option says so, in one usage line: exit code 2.
+    with pytest.raises(SystemExit) as stopped:
+        main(["--params", str(sparse), "baseline"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --params" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(["--seed", "1", "params"])
+    assert stopped.value.code == 2
+    assert "--seed applies to train and evaluate only" in capsys.readouterr().err
