@@ -27,10 +27,49 @@ class ParamsError(ValueError):
 _LIBRARY_MESSAGE = re.compile(r"^(?:Value error, )?(\w+)\.(\w+) (.*)$", re.DOTALL)
 
 
+# What each branch of a union field (`bool | Literal["auto"]`) accepts, by pydantic's tag.
+_BRANCH_WORDS = {"bool": "true, false", "int": "an integer", "float": "a number", "none": "null"}
+_LITERAL_BRANCH = re.compile(r"^literal\[(.*)\]$")
+
+
+def _branch_words(tag: str) -> str | None:
+    """What a union branch tagged `tag` accepts, in words; None where `tag` is no branch."""
+    literal = _LITERAL_BRANCH.match(tag)
+    if literal:
+        return ", ".join(part.strip().strip("'\"") for part in literal.group(1).split(","))
+    return _BRANCH_WORDS.get(tag)
+
+
+def _merge_union_branches(items: list[Any]) -> list[Any]:
+    """A union field's value that fits no branch, as one problem: pydantic reports one per
+    branch (`runtime.compile.bool: ...`, `runtime.compile.literal['auto']: ...`), which
+    names neither the field alone nor everything it accepts."""
+    merged: list[Any] = []
+    for item in items:
+        words = _branch_words(str(item["loc"][-1])) if len(item["loc"]) > 1 else None
+        previous = merged[-1] if merged else None
+        if words is None:
+            merged.append(item)
+        elif (
+            previous is not None
+            and previous.get("branches")
+            and (previous["loc"] == tuple(item["loc"][:-1]))
+        ):
+            previous["branches"].append(words)
+        else:
+            merged.append({**item, "loc": tuple(item["loc"][:-1]), "branches": [words]})
+    for item in merged:
+        if item.get("branches"):
+            accepted = ", ".join(item["branches"]).rsplit(", ", 1)
+            item["msg"] = f"must be {' or '.join(accepted)}, got {item['input']!r}"
+            item["type"] = "union"
+    return merged
+
+
 def describe_errors(error: ValidationError, prefix: list[str] | None = None) -> list[str]:
     """One `location: message` line per problem (`prefix`: where the model sits)."""
     lines = []
-    for item in error.errors():
+    for item in _merge_union_branches(error.errors()):
         loc = [*(prefix or []), *(str(part) for part in item["loc"])]
         message = item["msg"]
         match = _LIBRARY_MESSAGE.match(message)

@@ -64,6 +64,17 @@ CASES = [
     ("huge-steps", "trainer:\n  total_env_steps: 1e999\n", "trainer.total_env_steps"),
     ("nan-target", "trainer:\n  stop_at_eval_return: .nan\n", "trainer.stop_at_eval_return"),
     ("zero-steps", edited("trainer.num_steps", 0), "trainer.num_steps: must be a positive"),
+    # A union field: one line naming everything it takes, not one per pydantic branch.
+    (
+        "compile-word",
+        edited("runtime.compile", "maybe"),
+        "runtime.compile: must be true, false or auto, got 'maybe'",
+    ),
+    (
+        "log-every-word",
+        edited("runtime.log_every_iters", "often"),
+        "runtime.log_every_iters: must be an integer or auto",
+    ),
     ("no-seeds", edited("seeds", []), "seeds: List should have at least 1 item"),
     ("repeated-seeds", edited("seeds", [1, 1]), "seeds: must be distinct"),
     ("unknown-env", edited("env.name", "nope"), "env.name: must be one of"),
@@ -166,3 +177,14 @@ def test_flow_help_keeps_its_usage_lines_apart(capsys):
         main(["flow", "--help"])
     out = capsys.readouterr().out
     assert "\n    python -m pipelines flow --search\n" in out
+
+
+def test_a_union_fields_bad_value_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    bad = edited("runtime", {"compile": "maybe", "log_every_iters": [2]})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
+    assert main(["params"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: params.yaml: runtime.log_every_iters: must be an integer or auto, got [2]",
+        "error: params.yaml: runtime.compile: must be true, false or auto, got 'maybe'",
+    ]
