@@ -74,7 +74,7 @@ def search(
     layout = layout or Layout()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not section.space:
-        raise SearchError("section.space is empty: add at least one parameter to search")
+        raise SearchError("search.space is empty: add at least one parameter to search")
     if workers < 1:
         raise SearchError(f"--workers must be >= 1, got {workers}")
     start = time.perf_counter()

@@ -188,3 +188,12 @@ def test_a_union_fields_bad_value_is_one_line(tmp_path, monkeypatch, capsys):
         "error: params.yaml: runtime.log_every_iters: must be an integer or auto, got [2]",
         "error: params.yaml: runtime.compile: must be true, false or auto, got 'maybe'",
     ]
+
+
+def test_a_search_with_nothing_to_search_names_the_key(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited("search.space", {})))
+    assert main(["search"]) == 1
+    err = capsys.readouterr().err
+    assert "search.space is empty: add at least one parameter" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing written
