@@ -46,7 +46,7 @@ steps collected so far (offline only: their worth in gradient steps; see `Traine
 
 @dataclass
 class TrainResult:
-    """What `Trainer.train` returns: where the run stands, this call's wall time, the last
+    """What `Trainer.run` returns: where the run stands, this call's wall time, the last
     evaluation's metrics and whether a stop target was reached."""
 
     iterations: int

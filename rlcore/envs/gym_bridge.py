@@ -107,7 +107,8 @@ class GymnasiumEnv(BatchedEnv):
             limit = max_episode_steps or (spec.max_episode_steps if spec is not None else None)
             if limit is None:
                 raise GymnasiumBridgeError(
-                    f"{self.name} has no time limit: pass max_episode_steps (evaluation needs one)"
+                    f"{self.name} has no time limit: pass max_episode_steps (params.yaml: "
+                    f"env.options.max_episode_steps); evaluation needs one"
                 )
             self.max_episode_steps = int(limit)
             self._adopt_autoreset_mode(vector_env)

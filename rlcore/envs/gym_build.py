@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 
 import gymnasium
 from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.wrappers import FlattenObservation
 
-from rlcore.envs.gym_spaces import GymnasiumBridgeError
+from rlcore.envs.gym_spaces import GymnasiumBridgeError, needs_flattening
 
 VECTORIZATIONS = ("sync", "async", "vector_entry_point")
 AUTORESET_MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP}
@@ -107,21 +108,33 @@ def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> Built
             )
         vector_kwargs["autoreset_mode"] = AUTORESET_MODES[options.autoreset]
 
+    wrappers: list[Callable[[gymnasium.Env], gymnasium.Env]] = []
+
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(
             env_id,
             num_envs=num_envs,
             vectorization_mode=options.vectorization,
             vector_kwargs=vector_kwargs,
+            **({"wrappers": wrappers} if wrappers else {}),
             **kwargs,
             **extra,
         )
 
+    def build() -> BuiltEnv:
+        if "render_mode" in kwargs:  # the user's choice
+            return BuiltEnv(make(), ())
+        return _make_with_frames(make, _render_attempts(kwargs, options.render_size))
+
     try:
         with gymnasium_build_context(env_id):
-            if "render_mode" in kwargs:  # the user's choice
-                return BuiltEnv(make(), ())
-            return _make_with_frames(make, _render_attempts(kwargs, options.render_size))
+            built = build()
+            space = built.envs.single_observation_space
+            if not needs_flattening(space) or options.vectorization == "vector_entry_point":
+                return built  # (a vector entry point's space the bridge refuses, naming it)
+            built.envs.close()  # discrete observations: built again, flattened (one-hot)
+            wrappers.append(FlattenObservation)
+            return build()
     except gymnasium.error.Error as exc:  # an unknown id
         raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
     except TypeError as exc:

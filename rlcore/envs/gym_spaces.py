@@ -16,7 +16,12 @@
   RGBA) and whose first is not is read as `[H, W, C]` and transposed as it is written; any
   other is read as `[C, H, W]` and passes as it is (so a 3 x H x 3 image is channel-first).
 
-Anything else (`Tuple`, `Text`, a Dict entry that is not a Box, `MultiDiscrete` actions, a
+An env built from an id whose observation space is discrete (`Discrete`, `MultiDiscrete`,
+`MultiBinary`, or a `Tuple` of those and Boxes: FrozenLake, Taxi, Blackjack) is built with
+Gymnasium's `FlattenObservation` around each instance (`needs_flattening`): one `state`
+vector, one-hot per discrete part, as `gymnasium.spaces.flatten` writes it.
+
+Anything else (`Text`, `Graph`, a Dict entry that is not a Box, `MultiDiscrete` actions, a
 Box action with more than one dimension) fails at construction with an error naming the env
 and the space.
 """
@@ -86,7 +91,8 @@ def _entries(space: spaces.Space, env: str) -> tuple[EntryLayout, ...]:
         return (_entry_layout(IMAGE_KEY if is_image else FLAT_KEY, None, space),)
     if not isinstance(space, spaces.Dict):
         raise GymnasiumBridgeError(
-            f"{env}: unsupported observation space {space}; supported: Box, or Dict of Box"
+            f"{env}: unsupported observation space {space}; supported: Box, Dict of Box, and "
+            f"from an env id, discrete spaces and Tuples of them (flattened)"
         )
     layout = []
     for key, sub in space.spaces.items():
@@ -159,6 +165,19 @@ class ObservationLayout:
             return np.stack([finals[i][key] for i in rows])
 
         return {entry.name: entry.stored(batch(entry.key)) for entry in self.entries}
+
+
+_FLATTENED = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def needs_flattening(space: spaces.Space) -> bool:
+    """Whether observation space `space` is one the bridge takes only flattened (see the
+    module docstring): discrete, or a Tuple of discrete spaces and Boxes."""
+    if isinstance(space, _FLATTENED):
+        return True
+    if isinstance(space, spaces.Tuple):
+        return all(isinstance(part, (*_FLATTENED, spaces.Box)) for part in space.spaces)
+    return False
 
 
 def observation_layout(space: spaces.Space, env: str) -> ObservationLayout:

@@ -670,3 +670,63 @@ def test_headless_rendering_of_pygame_envs_prints_no_sdl_error():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(2, 16, 16, 3)"
     assert "XDG_RUNTIME_DIR" not in done.stdout + done.stderr
+
+
+FROZEN_LAKE_PATH = [1, 1, 2, 2, 1, 2]  # down, down, right, right, down, right: to the goal, 15
+
+
+@pytest.mark.parametrize("autoreset", ["next-step", "same-step"])
+def test_a_discrete_observation_is_one_hot_final_observation_included(autoreset):
+    """FrozenLake's position (Discrete(16)) comes through as a one-hot state of 16 floats,
+    built with Gymnasium's FlattenObservation; the goal's final observation too."""
+    env = GymnasiumEnv("FrozenLake-v1", 2, env_kwargs={"is_slippery": False}, autoreset=autoreset)
+    assert env.obs_spec == {FLAT_KEY: ObsEntry((16,), torch.float32)}
+    one_hot = torch.eye(16)
+    assert torch.equal(flat(env.reset(seed=0)), one_hot[[0, 0]])
+    slot = StepSlot.allocate(2, env.obs_spec, torch.device("cpu"), False)
+    cells = [4, 8, 9, 10, 14, 15]
+    for action, cell in zip(FROZEN_LAKE_PATH, cells, strict=True):
+        env.step(torch.full((2,), action), slot)
+        assert slot.done.tolist() == [cell == 15] * 2
+        assert slot.reward.tolist() == [float(cell == 15)] * 2
+        if cell != 15:
+            assert torch.equal(flat(slot.next_obs), one_hot[[cell, cell]])
+    # The goal: its final observation kept, and the next episode starts at cell 0.
+    assert torch.equal(flat(env.final_obs), one_hot[[15, 15]])
+    if autoreset == "same-step":
+        assert torch.equal(flat(slot.next_obs), one_hot[[0, 0]])
+    else:  # the reset comes a step late: that step is invalid
+        env.step(torch.zeros(2, dtype=torch.long), slot)
+        assert torch.equal(flat(slot.next_obs), one_hot[[0, 0]])
+    env.close()
+
+
+def test_a_tuple_of_discrete_observations_is_their_one_hots_side_by_side():
+    env = GymnasiumEnv("Blackjack-v1", 3, max_episode_steps=10)
+    assert env.obs_spec == {FLAT_KEY: ObsEntry((32 + 11 + 2,), torch.float32)}
+    state = flat(env.reset(seed=0))
+    parts = state.split([32, 11, 2], dim=1)
+    assert all(torch.equal(part.sum(1), torch.ones(3)) for part in parts)  # one-hot each
+    assert set(state.unique().tolist()) == {0.0, 1.0}
+    env.close()
+
+
+def test_ppo_solves_a_discrete_observation_env():
+    """Non-slippery FrozenLake: a return of 1 (the goal, in 6 steps) in 10,240 env steps."""
+    cfg = ExperimentConfig(
+        env=EnvConfig(
+            "gymnasium:FrozenLake-v1", num_envs=16, options={"env_kwargs": {"is_slippery": False}}
+        ),
+        policy=PolicyConfig(hidden_sizes=(32,)),
+        algo=dataclasses.replace(
+            default_config("ppo"), lr=3e-3, num_epochs=4, num_minibatches=2, ent_coef=0.01
+        ),
+        trainer=TrainerConfig(
+            total_env_steps=10_240, num_steps=32, eval_every_iters=0, eval_episodes=8, seed=0
+        ),
+    )
+    trainer = Trainer(cfg)
+    trainer.run()
+    assert trainer.last_eval["eval/episode_return"] == 1.0
+    assert trainer.last_eval["eval/episode_length"] == len(FROZEN_LAKE_PATH)
+    trainer.env.close(), trainer.eval_env.close()
