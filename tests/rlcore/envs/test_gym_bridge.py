@@ -730,3 +730,8 @@ def test_ppo_solves_a_discrete_observation_env():
     assert trainer.last_eval["eval/episode_return"] == 1.0
     assert trainer.last_eval["eval/episode_length"] == len(FROZEN_LAKE_PATH)
     trainer.env.close(), trainer.eval_env.close()
+
+
+def test_an_env_without_a_time_limit_names_the_option_that_gives_one():
+    with pytest.raises(GymnasiumBridgeError, match=r"env\.options\.max_episode_steps"):
+        GymnasiumEnv("Blackjack-v1", 2)
