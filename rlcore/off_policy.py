@@ -73,6 +73,15 @@ class OffPolicyLearner:
                 "is not bit-identical to an uninterrupted one",
                 self.buffer.nominal_bytes / 1e9,
             )
+        collected = cfg.total_iters * cfg.steps_per_iter
+        if not self.offline_only and rc.warmup_steps > collected:
+            log.warning(
+                "replay.warmup_steps (%s) is more than the %s env steps this run collects "
+                "(trainer.total_env_steps): it acts at random throughout and takes no "
+                "gradient step",
+                f"{rc.warmup_steps:,d}",
+                f"{collected:,d}",
+            )
         self._random = (
             UniformRandomPolicy(env.action_space).to(env.device)
             if isinstance(env.action_space, spaces.Box)

@@ -65,6 +65,19 @@ def test_without_the_buffer_in_the_checkpoint_a_resume_starts_empty(tmp_path, ca
     assert "without the replay buffer" in caplog.text
 
 
+def test_a_warm_up_longer_than_the_run_says_it_never_learns(caplog):
+    """A short smoke run with a preset's 10k warm-up trains nothing: said, not refused."""
+    cfg = small_sac()
+    long = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, warmup_steps=321))
+    trainer = Trainer(long)
+    assert "replay.warmup_steps (321) is more than the 320 env steps" in caplog.text
+    trainer.run()
+    assert trainer.replay.updates == 0
+    caplog.clear()
+    Trainer(dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, warmup_steps=320)))
+    assert "warmup_steps" not in caplog.text  # its last iteration learns
+
+
 def test_sac_learns_pendulum_in_a_small_budget():
     # The preset's settings, cut at 4k env steps (~10 s on one CPU thread).
     cfg = SAC_PRESETS["pendulum"]
