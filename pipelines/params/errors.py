@@ -37,7 +37,7 @@ def _branch_words(tag: str) -> str | None:
     literal = _LITERAL_BRANCH.match(tag)
     if literal:
         return ", ".join(part.strip().strip("'\"") for part in literal.group(1).split(","))
-    return _BRANCH_WORDS.get(tag)
+    return _BRANCH_WORDS.get(tag.removeprefix("constrained-"))  # `Field(ge=1)`'s tag
 
 
 def _merge_union_branches(items: list[Any]) -> list[Any]:
@@ -47,6 +47,11 @@ def _merge_union_branches(items: list[Any]) -> list[Any]:
     merged: list[Any] = []
     for item in items:
         words = _branch_words(str(item["loc"][-1])) if len(item["loc"]) > 1 else None
+        kind = str(item["type"])
+        if words is not None and not (
+            kind.endswith(("_type", "_parsing")) or kind == "literal_error"
+        ):
+            words += f" ({item['msg'][:1].lower()}{item['msg'][1:]})"  # of the type, not within
         previous = merged[-1] if merged else None
         if words is None:
             merged.append(item)

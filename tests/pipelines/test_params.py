@@ -303,3 +303,27 @@ def test_log_every_auto_logs_about_every_thousand_env_steps(tmp_path):
     assert load_text(tmp_path, "runtime: {log_every_iters: 5}\n").runtime.log_every(1) == 5
     with pytest.raises(ParamsError, match=r"runtime\.log_every_iters: must be >= 1 or auto"):
         load_text(tmp_path, "runtime: {log_every_iters: 0}\n")
+
+
+def test_a_union_fields_errors_merge_into_one_line_keeping_a_constraint():
+    """pydantic reports one error per branch of `int >= 1 | "auto"`: one line names all the
+    field takes, and a branch's constraint where the value was of its type."""
+    from typing import Annotated, Literal
+
+    import pydantic
+
+    from pipelines.params.errors import describe_errors
+
+    class Section(pydantic.BaseModel):
+        every: Annotated[int, pydantic.Field(ge=1)] | Literal["auto", "never"] = "auto"
+
+    def lines(value: object) -> list[str]:
+        with pytest.raises(pydantic.ValidationError) as raised:
+            Section(every=value)
+        return describe_errors(raised.value, ["runtime"])
+
+    assert lines("often") == ["runtime.every: must be an integer, auto or never, got 'often'"]
+    assert lines(0) == [
+        "runtime.every: must be an integer (input should be greater than or equal to 1), auto "
+        "or never, got 0"
+    ]
