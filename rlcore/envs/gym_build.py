@@ -83,6 +83,12 @@ def gymnasium_build_context(env_id: str) -> Iterator[None]:
         warnings.warn(f"gymnasium:{env_id}: MuJoCo: {message}{times}", RuntimeWarning, stacklevel=3)
 
 
+def flatten_if_discrete(env: gymnasium.Env) -> gymnasium.Env:
+    """`env` with discrete observations flattened (one-hot, Gymnasium's `FlattenObservation`),
+    other envs as they are: what `make_vec` wraps each instance in."""
+    return FlattenObservation(env) if needs_flattening(env.observation_space) else env
+
+
 class BuiltEnv(NamedTuple):
     """A vector env built from an id, and why each way of building it to render frames
     failed where all did (it was then built without a render mode; else empty)."""
@@ -108,7 +114,10 @@ def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> Built
             )
         vector_kwargs["autoreset_mode"] = AUTORESET_MODES[options.autoreset]
 
-    wrappers: list[Callable[[gymnasium.Env], gymnasium.Env]] = []
+    if options.vectorization in ("sync", "async"):  # a vector entry point takes no wrappers
+        wrapping: dict[str, Any] = {"wrappers": [flatten_if_discrete]}
+    else:
+        wrapping = {}
 
     def make(**extra: Any) -> VectorEnv:
         return gymnasium.make_vec(
@@ -116,25 +125,16 @@ def build_vector_env(env_id: str, num_envs: int, options: BuildOptions) -> Built
             num_envs=num_envs,
             vectorization_mode=options.vectorization,
             vector_kwargs=vector_kwargs,
-            **({"wrappers": wrappers} if wrappers else {}),
+            **wrapping,
             **kwargs,
             **extra,
         )
 
-    def build() -> BuiltEnv:
-        if "render_mode" in kwargs:  # the user's choice
-            return BuiltEnv(make(), ())
-        return _make_with_frames(make, _render_attempts(kwargs, options.render_size))
-
     try:
         with gymnasium_build_context(env_id):
-            built = build()
-            space = built.envs.single_observation_space
-            if not needs_flattening(space) or options.vectorization == "vector_entry_point":
-                return built  # (a vector entry point's space the bridge refuses, naming it)
-            built.envs.close()  # discrete observations: built again, flattened (one-hot)
-            wrappers.append(FlattenObservation)
-            return build()
+            if "render_mode" in kwargs:  # the user's choice
+                return BuiltEnv(make(), ())
+            return _make_with_frames(make, _render_attempts(kwargs, options.render_size))
     except gymnasium.error.Error as exc:  # an unknown id
         raise GymnasiumBridgeError(f"gymnasium:{env_id}: {exc}") from None
     except TypeError as exc:
