@@ -127,9 +127,11 @@ class Tally:
     orphan_commands: list[str] = field(default_factory=list)
 
 
-def wait_for_orphans(root: Path, module: str = "pipelines") -> dict[int, str]:
-    """The processes of `module` still working in `root` after `ORPHAN_GRACE_S` (killed)."""
-    deadline = time.monotonic() + ORPHAN_GRACE_S
+def wait_for_orphans(
+    root: Path, module: str = "pipelines", grace_s: float = ORPHAN_GRACE_S
+) -> dict[int, str]:
+    """The processes of `module` still working in `root` after `grace_s` (killed)."""
+    deadline = time.monotonic() + grace_s
     while (left := stage_processes(root, module)) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in left:  # counted; cleared so the next run starts clean

@@ -70,4 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    if sys.argv[1:2] and sys.argv[1] in STAGES:  # torch imported, files closed: no teardown
+        from pipelines.stages.prompt_exit import exit_promptly
+
+        exit_promptly(code)
+    raise SystemExit(code)

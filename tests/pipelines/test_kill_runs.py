@@ -26,6 +26,9 @@ SMALL = {"seeds": [0], "trainer": {"total_env_steps": 16 * 8 * 32}, "search": {"
 # A run of several seconds, not SMALL's half second: CI once saw a loaded machine schedule the
 # test's poll late enough that the trainer finished (and removed resume.pt) before the freeze.
 LONGER = {"seeds": [0], "trainer": {"total_env_steps": 16 * 8 * 320}}
+# The benchmark's 3 s, for a trainer that ends in a twentieth of a second (pipelines.stages.
+# prompt_exit) after its lifeline's half-second poll: CI's loaded machine once took longer.
+SLOW_MACHINE_GRACE_S = 10.0
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
@@ -74,7 +77,10 @@ def test_killing_dvc_repro_mid_training_leaves_nothing_and_the_next_repro_resume
     dvc.wait(timeout=60)
     with contextlib.suppress(ProcessLookupError):  # the group outlives dvc while a stage runs
         os.killpg(dvc.pid, signal.SIGCONT)
-    assert wait_for_orphans(root) == {}  # every stage process ended with dvc
+    # Every stage process ended with dvc, and stopped rather than trained on to the end: a
+    # loaded machine gets seconds to end the trainer, fewer than an orphan needs to finish.
+    assert wait_for_orphans(root, grace_s=SLOW_MACHINE_GRACE_S) == {}
+    assert resume.exists() and not (resume.parent / "final.pt").exists()
     final = subprocess.run(COMMANDS["repro"], cwd=root, env=env, capture_output=True, text=True)
     assert final.returncode == 0, final.stdout + final.stderr
     assert "[train] resuming from" in final.stdout, final.stdout
