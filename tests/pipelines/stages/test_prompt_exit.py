@@ -51,7 +51,7 @@ def test_a_running_non_daemon_thread_is_waited_for(tmp_path):
 @pytest.mark.parametrize("ending", ["exit_promptly(0)", "raise SystemExit(0)"])
 def test_the_teardown_is_what_is_skipped(tmp_path, ending):
     """Python's teardown finalizes what is left (most of a second with torch imported:
-    benchmarks/README, *stages*); a prompt exit does not run it, a normal exit does."""
+    benchmarks/README, *pipeline_overhead*); a prompt exit does not run it, a normal exit does."""
     done = run(
         f"""
         import os
