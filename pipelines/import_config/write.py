@@ -99,17 +99,19 @@ def import_config_main(argv: list[str]) -> int:
         "--env", help="an EmbodiChain env id (PushCubeRL) or ours, when the file's is unreadable"
     )
     args = parser.parse_args(argv)
-    problem = _output_problem(args.output, args.force)
-    if problem is not None:
-        print(f"error: {_printable(str(args.output))}: {problem}", file=sys.stderr)
-        return 2
+    # Every problem at once, the input's and the output's: one fix, not one per run.
+    errors = []
     try:
         imported = import_config(args.config, args.env)
         text = render(imported, args.config)
         _check_reads_back(text, imported)
     except ConfigImportError as exc:
-        for line in exc.lines:
-            print(f"error: {_printable(str(args.config))}: {_printable(line)}", file=sys.stderr)
+        errors += [f"{_printable(str(args.config))}: {_printable(line)}" for line in exc.lines]
+    problem = _output_problem(args.output, args.force)
+    if problem is not None:
+        errors.append(f"{_printable(str(args.output))}: {problem}")
+    if errors:
+        print("\n".join(f"error: {line}" for line in errors), file=sys.stderr)
         return 2
     try:
         write_text(args.output, text)

@@ -210,6 +210,17 @@ def test_unreadable_files_are_one_line_errors(tmp_path, capsys):
     )
 
 
+def test_a_missing_input_and_an_existing_output_are_reported_together(tmp_path, capsys):
+    out, missing = tmp_path / "params.yaml", tmp_path / "none.json"
+    out.write_text("name: mine\n")
+    assert import_config_main([str(missing), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {missing}: cannot be read (No such file or directory); check the path\n"
+        f"error: {out}: already exists; pass --force to overwrite it\n"
+    )
+    assert out.read_text() == "name: mine\n"
+
+
 def test_an_existing_output_is_kept_unless_forced(tmp_path, capsys):
     out = tmp_path / "params.yaml"
     out.write_text("name: mine\n")
