@@ -16,6 +16,13 @@ from rlcore.rollout import RolloutSpec, make_rollout
 CHUNK_STEPS = 64  # steps per env per collector call
 
 
+def recorded_steps(env_steps: int, num_envs: int) -> int:
+    """The env steps `record_transitions` takes for `env_steps`: whole collector calls of
+    `num_envs` envs x `CHUNK_STEPS` steps, at least one."""
+    per_call = num_envs * CHUNK_STEPS
+    return max(-(-env_steps // per_call), 1) * per_call
+
+
 def record_transitions(
     env: BatchedEnv,
     policy: Actor,
@@ -30,7 +37,7 @@ def record_transitions(
     `progress(done_steps, total_steps)` is called after every chunk.
     """
     per_call = env.num_envs * CHUNK_STEPS
-    calls = max(-(-env_steps // per_call), 1)
+    calls = recorded_steps(env_steps, env.num_envs) // per_call
     generator = torch.Generator(device=env.device).manual_seed(seed)
     spec = RolloutSpec.for_env(env, CHUNK_STEPS, with_value=policy.has_critic, with_final_obs=True)
     rollout = make_rollout(spec)

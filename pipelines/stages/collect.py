@@ -30,7 +30,7 @@ from rlcore.datasets import (
 from rlcore.envs import make_env
 from rlcore.errors import ConfigError
 from rlcore.policies import Actor, UniformRandomPolicy
-from rlcore.recording import record_transitions
+from rlcore.recording import CHUNK_STEPS, record_transitions, recorded_steps
 from rlcore.runtime import configure_cpu
 from rlcore.trained import load_trained_policy
 
@@ -60,13 +60,18 @@ def collect(params: Params, layout: Layout | None = None) -> dict[str, float]:
         checkpoint = require(layout.final_checkpoint, "train")
         policy = load_trained_policy(cfg, checkpoint)
         source = f"{checkpoint} (sampled actions)"
+    steps = recorded_steps(cc.env_steps, cfg.env.num_envs)
+    rounded = "" if steps == cc.env_steps else (
+        f" (collect.env_steps {cc.env_steps:,d} rounded up to whole rounds of "
+        f"{cfg.env.num_envs} envs x {CHUNK_STEPS} steps)"
+    )  # fmt: skip
     print(
-        f"[collect] {cc.env_steps:,d} env steps of {cfg.env.name} ({cfg.env.num_envs} envs) "
+        f"[collect] {steps:,d} env steps{rounded} of {cfg.env.name} ({cfg.env.num_envs} envs) "
         f"with {source} -> {cc.output}",
         flush=True,
     )
     start = time.perf_counter()
-    progress = Progress("collect", cc.env_steps, "steps")
+    progress = Progress("collect", steps, "steps")
     try:
         buffer, episodes = record_transitions(
             env, policy, cc.env_steps, cc.seed, lambda done, total: progress.update(done)

@@ -155,3 +155,17 @@ def test_a_full_disk_is_one_line_and_leaves_the_previous_dataset(repo):
     assert sorted(p.name for p in (repo / "data").iterdir()) == ["offline"]
     assert sorted(p.name for p in (repo / "metrics").iterdir()) == ["collect.json"]
     assert json.loads((repo / "metrics" / "collect.json").read_text())["transitions"] == 256
+
+
+def test_a_count_off_whole_rounds_is_rounded_up_and_said(repo, capsys):
+    """4 envs x 64 steps a round: 300 steps are 2 rounds, 512 steps, and the stage says so
+    (its bar counts to 512, not past 100%)."""
+    metrics = collect(params_for("data/offline", env_steps=300), Layout(repo))
+    assert metrics["transitions"] == 512
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(
+        "[collect] 512 env steps (collect.env_steps 300 rounded up to whole rounds of 4 envs x "
+        "64 steps) of pendulum (4 envs)"
+    )
+    collect(params_for("data/offline", env_steps=256), Layout(repo))
+    assert capsys.readouterr().out.startswith("[collect] 256 env steps of pendulum (4 envs) with")
