@@ -69,8 +69,41 @@ def main(argv: list[str] | None = None) -> int:
     return main([args.command, *given, *arguments])
 
 
+# The top-level modules of the project's requirements (pyproject.toml's `dependencies`).
+REQUIRED_MODULES = frozenset({
+    "torch", "tensordict", "gymnasium", "numpy", "pydantic", "yaml", "dvc", "prefect", "fastapi",
+    "sqlalchemy", "imageio", "imageio_ffmpeg", "matplotlib", "markdown_it", "optuna", "plotly",
+    "dvclive", "tensorboard",
+})  # fmt: skip
+
+
+def missing_requirement(exc: ModuleNotFoundError, command: str) -> str | None:
+    """What to do about a required package this interpreter lacks (one line), or None where
+    the missing module is not a requirement. `dvc` runs a stage's `python` from PATH: a
+    `.venv/bin/dvc` run without the environment activated reaches another Python."""
+    top = (exc.name or "").split(".")[0]
+    if top not in REQUIRED_MODULES:
+        return None
+    if sys.prefix == sys.base_prefix:  # not a virtual environment: not the project's
+        fix = (
+            "it is not the project's environment: activate that (`source .venv/bin/activate`, "
+            "which `make setup` creates) and run again"
+        )
+    else:
+        fix = f"install the project into it (`make setup`, or `{sys.executable} -m pip install "
+        fix += "-c constraints.txt -e .`)"
+    return f"error: {command}: {sys.executable} has no {top}, which this project needs; {fix}"
+
+
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except ModuleNotFoundError as exc:
+        message = missing_requirement(exc, (sys.argv[1:2] or ["pipelines"])[0])
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        raise SystemExit(1) from None
     if sys.argv[1:2] and sys.argv[1] in STAGES:  # torch imported, files closed: no teardown
         from pipelines.stages.prompt_exit import exit_promptly
 
