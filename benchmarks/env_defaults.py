@@ -24,7 +24,8 @@ one torch thread each; evaluation excluded) and its wall time. Targets: our mean
 >= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key, dotted; the value
 read as YAML) changes ours from what `env.name` alone gives, to probe one setting; `preset`
 names a preset instead of `auto` (`--set preset=gym_locomotion`: the family's settings on a
-task with a preset of its own).
+task with a preset of its own); `--set runtime.compile=false` trains ours eager where
+`runtime.compile: auto` would compile it.
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from typing import Any
 import yaml
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
-from pipelines.params import parse_params
+from pipelines.params import Params, parse_params
 from pipelines.params.load import set_path
-from pipelines.params.sections import RuntimeParams
 from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
 
@@ -58,6 +58,13 @@ def experiment(
 ) -> ExperimentConfig:
     """What a params.yaml holding only `env.name` (and `algorithm.name`) trains for `steps`;
     with `settings` (dotted params keys), also those."""
+    return params_for(env_id, steps, algorithm, settings).experiment(seed=0)
+
+
+def params_for(
+    env_id: str, steps: int, algorithm: str = "ppo", settings: dict[str, Any] | None = None
+) -> Params:
+    """That params.yaml itself (its `runtime` section too: `--set runtime.compile=false`)."""
     data: dict[str, Any] = {
         "env": {"name": env_name(env_id)},
         "trainer": {"total_env_steps": steps},
@@ -66,7 +73,7 @@ def experiment(
         data["algorithm"] = {"name": algorithm}
     for dotted, value in (settings or {}).items():
         set_path(data, dotted, value)
-    return parse_params(data).experiment(seed=0)
+    return parse_params(data)
 
 
 def parse_settings(items: list[str]) -> dict[str, Any]:
@@ -115,14 +122,16 @@ def run_ours(
     """Train and evaluate one seed (with `settings` changed: see `experiment`); with
     `curve_every` > 0 also evaluate every that many env steps, print each point and keep them
     in the row's `curve` (env steps, return, CPU s)."""
-    cfg = experiment(env_id, steps, algorithm, settings)
+    params = params_for(env_id, steps, algorithm, settings)
+    cfg = params.experiment(seed=0)
     every = max(1, curve_every // cfg.steps_per_iter) if curve_every > 0 else 0
     trainer_cfg = dataclasses.replace(
         cfg.trainer, seed=seed, eval_every_iters=every, eval_episodes=eval_episodes,
         stop_at_eval_return=None, stop_at_eval_success=None,
     )  # fmt: skip
-    # `runtime.compile` at its default, as a file holding only `env.name` decides it.
-    compiled, _ = RuntimeParams().compiles(cfg)
+    # `runtime.compile` at its default (unless `settings` set it), as a file holding only
+    # `env.name` decides it.
+    compiled, _ = params.runtime.compiles(cfg)
     if compiled:  # compile in this process, so that its CPU time counts in the run's
         import torch._inductor.config
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from benchmarks.env_defaults import evaluation_cpu, experiment, parse_settings
+from benchmarks.env_defaults import evaluation_cpu, experiment, params_for, parse_settings
 from rlcore.family_split import LONG_HORIZON_GAMMA
 from rlcore.presets import PRESETS
 
@@ -22,6 +22,16 @@ def test_a_probe_can_name_the_familys_preset_on_a_task_with_its_own():
     family = experiment("HalfCheetah-v5", 4096, settings={"preset": "gym_locomotion"})
     assert family.env.name == own.env.name == "gymnasium:HalfCheetah-v5"
     assert family.algo == PRESETS["gym_locomotion"].algo != own.algo
+
+
+def test_a_probe_can_run_ours_eager_where_the_default_compiles():
+    """SAC for 99k updates compiles by default (`runtime.compile: auto`); the probe's
+    `runtime.compile=false` trains the same experiment eager."""
+    default = params_for("HumanoidStandup-v5", 100_000, "sac")
+    eager = params_for("HumanoidStandup-v5", 100_000, "sac", {"runtime.compile": False})
+    assert default.runtime.compiles(default.experiment(seed=0))[0] is True
+    assert eager.runtime.compiles(eager.experiment(seed=0))[0] is False
+    assert eager.experiment(seed=0) == default.experiment(seed=0)
 
 
 @pytest.mark.parametrize("item", ["gamma", "=0.99"])
