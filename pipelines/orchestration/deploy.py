@@ -39,7 +39,8 @@ from pipelines.orchestration.flows import (
     experiment_flow,
     regression_flow,
 )
-from pipelines.orchestration.serve import describe_schedule, server_problem
+from pipelines.orchestration.serve import describe_schedule
+from pipelines.orchestration.server import server_problem
 from pipelines.params import ScheduleParams
 
 

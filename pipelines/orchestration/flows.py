@@ -57,6 +57,7 @@ from pipelines.orchestration.dvc_tasks import (
     run_dvc,
     stage_metrics,
 )
+from pipelines.orchestration.server import server_problem
 from pipelines.params import Params, load_params
 
 # The tasks and artifacts moved to their own modules; their names stay importable from here.
@@ -358,6 +359,10 @@ def flow_main(argv: list[str] | None = None) -> int:
         return 2
     if args.push and default_remote(Path(args.project_dir)) is None:
         print(f"error: {NO_REMOTE}", file=sys.stderr)
+        return 2
+    problem = server_problem(required=False)  # none configured: the run starts its own
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.search:
         state = search_flow(project_dir=args.project_dir, return_state=True)

@@ -21,32 +21,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from prefect import serve
-from prefect.client.orchestration import get_client
 from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron, Interval, Schedule
-from prefect.settings import PREFECT_API_URL
 from prefect.types.entrypoint import EntrypointType
 from pydantic import ValidationError
 
 from pipelines.orchestration.flows import checked_params, experiment_flow, regression_flow
+from pipelines.orchestration.server import server_problem
 from pipelines.params import ScheduleParams
-
-START_SERVER = (
-    "start one with `prefect server start --host 127.0.0.1` and "
-    "`export PREFECT_API_URL=http://127.0.0.1:4200/api`"
-)
-
-
-def server_problem() -> str | None:
-    """Why no Prefect server can take a deployment, or None when one answers."""
-    url = PREFECT_API_URL.value()
-    if not url:
-        return f"no Prefect server is configured (PREFECT_API_URL is unset): {START_SERVER}"
-    with get_client(sync_client=True) as client:
-        error = client.api_healthcheck()
-    if error is not None:
-        return f"the Prefect server at {url} does not answer ({error}): {START_SERVER}"
-    return None
 
 
 def describe_schedule(schedule: ScheduleParams, interval_seconds: float | None) -> str:

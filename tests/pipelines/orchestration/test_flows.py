@@ -453,6 +453,25 @@ def test_an_explicit_push_without_a_remote_is_one_line_before_any_stage(
     assert not (project / "model.txt").exists()
 
 
+def test_a_configured_server_that_does_not_answer_is_one_line_before_any_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    import socket
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/api"
+    project = make_project(tmp_path)
+    with temporary_settings({PREFECT_API_URL: url}):
+        assert flows.flow_main(["--project-dir", str(project)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: the Prefect server at {url} does not")
+    assert "prefect server start" in err[0]
+    assert not (project / "model.txt").exists()  # no stage ran
+
+
 def test_a_deployment_on_a_work_pool_runs_in_a_workers_own_clone(
     prefect_api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
