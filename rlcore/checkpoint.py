@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -129,11 +130,21 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except Exception as exc:  # torch raises several unrelated types for damaged files
         raise CheckpointError(
             f"checkpoint {path} is corrupt or truncated and cannot be loaded "
-            f"({type(exc).__name__}: {exc}); delete it or restore a good copy"
+            f"({_why_unloadable(exc)}); delete it or restore a good copy"
         ) from exc
     if not isinstance(state, dict) or "config_hash" not in state:
         raise CheckpointError(f"checkpoint {path} is not an rlcore checkpoint")
     return state
+
+
+def _why_unloadable(exc: Exception) -> str:
+    """torch's reason in one line. Its messages run to paragraphs, and for a file that is no
+    checkpoint at all (the weights-only unpickler's error) they advise on `torch.load`'s
+    options and filing an issue, which are not the user's to act on."""
+    if isinstance(exc, pickle.UnpicklingError):
+        return "not a checkpoint file, or one holding objects a checkpoint never holds"
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 _RANK_KEYS = ("env", "collector", "generator")  # per-rank entries of a checkpoint

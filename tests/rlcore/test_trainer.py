@@ -66,11 +66,17 @@ def test_corrupt_or_truncated_checkpoint_fails_clearly(tmp_path):
     Trainer(cfg).run(max_iters=1, checkpoint_path=path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(CheckpointError, match="corrupt or truncated") as truncated:
         Trainer(cfg).load(path)
+    assert "\n" not in str(truncated.value)  # torch's first line alone
     path.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(CheckpointError, match="corrupt or truncated") as garbage:
         Trainer(cfg).load(path)
+    assert str(garbage.value) == (
+        f"checkpoint {path} is corrupt or truncated and cannot be loaded (not a checkpoint "
+        "file, or one holding objects a checkpoint never holds); delete it or restore a good "
+        "copy"
+    )
 
 
 def test_checkpoint_from_other_config_is_refused(tmp_path):
