@@ -42,12 +42,24 @@ COMMANDS = {
 }
 
 
+_dispatched: list[str] = []
+"""The commands `main` ran in this process, in order (one, however the line was written)."""
+
+
+def dispatched() -> str | None:
+    """The command `main` ran (a stage or another), or None before it chose one: what the
+    process's exit and its error messages name, with `--params F` before it or after."""
+    return _dispatched[-1] if _dispatched else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else None
     if command in COMMANDS:
+        _dispatched.append(command)
         return entry(COMMANDS[command])(argv[1:])
     if command in STAGES:
+        _dispatched.append(command)
         return stage_main(command, argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m pipelines",
@@ -99,12 +111,12 @@ if __name__ == "__main__":
     try:
         code = main()
     except ModuleNotFoundError as exc:
-        message = missing_requirement(exc, (sys.argv[1:2] or ["pipelines"])[0])
+        message = missing_requirement(exc, dispatched() or "pipelines")
         if message is None:
             raise
         print(message, file=sys.stderr)
         raise SystemExit(1) from None
-    if sys.argv[1:2] and sys.argv[1] in STAGES:  # torch imported, files closed: no teardown
+    if dispatched() in STAGES:  # torch imported, files closed: no teardown
         from pipelines.stages.prompt_exit import exit_promptly
 
         exit_promptly(code)

@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -28,14 +29,16 @@ def test_every_requirement_of_the_project_is_known_by_its_module():
         assert modules_of[name] & entry.REQUIRED_MODULES, (name, modules_of[name])
 
 
-def test_a_stage_run_by_a_python_without_a_requirement_says_what_to_do(tmp_path):
+@pytest.mark.parametrize("line", [["train"], ["--params", "exp.yaml", "train"]])
+def test_a_stage_run_by_a_python_without_a_requirement_says_what_to_do(tmp_path, line):
+    """The message names the stage however the line is written (options first or after)."""
     shadow = tmp_path / "shadow" / "gymnasium"
     shadow.mkdir(parents=True)  # stands for a Python that lacks gymnasium
     (shadow / "__init__.py").write_text(
         "raise ModuleNotFoundError(\"No module named 'gymnasium'\", name='gymnasium')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines", "train"],
+        [sys.executable, "-m", "pipelines", *line],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": f"{shadow.parent}{os.pathsep}{ROOT}"},
         capture_output=True,
@@ -60,3 +63,12 @@ def test_outside_a_virtual_environment_the_fix_is_to_activate_the_projects(monke
 
 def test_a_module_that_is_no_requirement_is_left_to_its_own_error():
     assert entry.missing_requirement(ModuleNotFoundError(name="mujoco_warp"), "train") is None
+
+
+def test_the_stage_dispatched_is_known_however_the_line_is_written(tmp_path, capsys):
+    """What decides a stage's prompt exit (and names it in messages): `--params F report`
+    runs the report stage as `report --params F` does."""
+    missing = tmp_path / "missing.yaml"
+    assert entry.main(["--params", str(missing), "report"]) != 0
+    assert entry.dispatched() == "report"
+    assert str(missing) in capsys.readouterr().err
