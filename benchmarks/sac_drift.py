@@ -145,8 +145,81 @@ def drift(
     return rows
 
 
+def real_drift(
+    env_id: str, updates: int, copies: tuple[str, ...] = (REORDERED, "compiled")
+) -> list[dict[str, float | int | str]]:
+    """The same copies on a real run's batches: an eager run of the family's SAC on `env_id`
+    (only `env.name` set, seed 0) trains, and every batch it samples goes, with the same
+    random draws, to the reordered and the compiled copy too (from the run's first state)."""
+    import copy
+    import dataclasses
+
+    import torch._inductor.config
+
+    from benchmarks.env_defaults import params_for
+    from rlcore.trainer import Trainer
+
+    torch._inductor.config.compile_threads = 1
+    base = SAC_PRESETS["gym_locomotion"]
+    steps = base.replay.warmup_steps + updates  # one update per env step after the warm-up
+    cfg = params_for(env_id, steps, "sac", {"runtime.compile": False}).experiment(seed=0)
+    trainer_cfg = dataclasses.replace(cfg.trainer, seed=0, eval_every_iters=0)
+    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
+    driver = trainer.algo
+
+    def copied(compiled: bool) -> SAC:
+        actor = copy.deepcopy(driver.actor)
+        hidden = driver.cfg.critic_hidden_sizes or cfg.policy.hidden_sizes
+        sac = SAC(
+            actor,
+            driver.cfg,
+            hidden,
+            cfg.policy.activation,
+            torch.Generator(),
+            compile_update=compiled,
+        )
+        sac.load_state_dict(copy.deepcopy(driver.state_dict()))
+        return sac
+
+    models = {name: copied(name == "compiled") for name in copies}
+    updates_of = {
+        name: Reordered(sac).update if name == REORDERED else sac.update
+        for name, sac in models.items()
+    }
+    train_step = driver.update
+    marks = {c for c in CHECKPOINTS if c <= updates}
+    rows: list[dict[str, float | int | str]] = []
+    done = [0]
+
+    def update(batch: TensorDict) -> torch.Tensor:
+        draws = driver.generator.get_state()
+        stats = {"eager": train_step(batch)}
+        for name, step in updates_of.items():
+            models[name].generator.set_state(draws)
+            stats[name] = step(batch)
+        done[0] += 1
+        if done[0] in marks:
+            reference = flat(driver)
+            for name, sac in {"eager": driver, **models}.items():
+                distance = ((flat(sac) - reference).norm() / reference.norm()).item()
+                rows.append({
+                    "activation": f"relu, {env_id}", "update": done[0], "copy": name,
+                    "distance": distance, "q_mean": stats[name][4].item(),
+                    "alpha": stats[name][3].item(),
+                })  # fmt: skip
+            print(f"  update {done[0]:,d} of {updates:,d}", flush=True)
+        return stats["eager"]
+
+    driver.update = update  # type: ignore[method-assign]
+    trainer.run()
+    trainer.env.close()
+    if trainer.eval_env is not None:
+        trainer.eval_env.close()
+    return rows
+
+
 COLUMNS = [
-    ("activation", "activation", ""),
+    ("activation", "networks, batches", ""),
     ("update", "update", ",d"),
     ("copy", "copy", ""),
     ("distance", "distance from eager (relative)", ".2e"),
@@ -164,6 +237,11 @@ def main(argv: list[str] | None = None) -> None:
         "--activations", nargs="+", choices=("relu", "tanh", "elu"), default=["relu", "tanh"],
         help="the networks' activation: the family's relu, and a smooth one for comparison",
     )  # fmt: skip
+    parser.add_argument(
+        "--env", default=None,
+        help="instead, a real run's batches: eager SAC trains on this Gymnasium env (only "
+        "env.name set) and its copies update on what it samples",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.updates < 1 or args.obs_dim < 1 or args.action_dim < 1:
         raise SystemExit("--updates, --obs-dim and --action-dim must be positive integers")
@@ -173,11 +251,14 @@ def main(argv: list[str] | None = None) -> None:
         f"actions {args.action_dim}, {args.updates:,d} updates",
         method="one pass (--reps unused)",
     )
-    rows = [
-        row
-        for activation in dict.fromkeys(args.activations)
-        for row in drift(args.updates, args.obs_dim, args.action_dim, activation)
-    ]
+    if args.env is not None:
+        rows = real_drift(args.env, args.updates)
+    else:
+        rows = [
+            row
+            for activation in dict.fromkeys(args.activations)
+            for row in drift(args.updates, args.obs_dim, args.action_dim, activation)
+        ]
     print_table(rows, COLUMNS)
     write_json(args.json, meta, {"rows": rows})
 

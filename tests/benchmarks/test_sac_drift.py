@@ -2,7 +2,7 @@
 
 import torch
 
-from benchmarks.sac_drift import REORDERED, Reordered, Transitions, build, drift, flat
+from benchmarks.sac_drift import REORDERED, Reordered, Transitions, build, drift, flat, real_drift
 
 
 def test_the_reordered_copy_takes_the_eager_steps_and_a_plain_reorder_would_not():
@@ -28,3 +28,15 @@ def test_rows_give_each_copy_its_distance_from_eager_at_each_checkpoint():
     assert all(r["distance"] == 0.0 for r in rows if r["copy"] == "eager")
     assert all(0.0 <= r["distance"] < 1e-4 for r in rows)
     assert all(r["activation"] == "relu" and 0 < r["alpha"] <= 1 for r in rows)
+
+
+def test_on_a_real_runs_batches_the_copies_take_the_runs_own_steps():
+    """The copies see what the training run samples, with its random draws: the reordered
+    one stays at rounding's distance from the run's own SAC, with its temperature."""
+    rows = real_drift("InvertedPendulum-v5", 12, copies=(REORDERED,))
+    assert [(r["update"], r["copy"]) for r in rows] == [
+        (step, copy) for step in (1, 10) for copy in ("eager", REORDERED)
+    ]
+    last = {r["copy"]: r for r in rows if r["update"] == 10}
+    assert 0.0 < last[REORDERED]["distance"] < 1e-5
+    assert abs(last[REORDERED]["alpha"] - last["eager"]["alpha"]) < 1e-6
