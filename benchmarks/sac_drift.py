@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python -m benchmarks.sac_drift   # HumanoidStandup's sizes, 1,000 updates
     .venv/bin/python -m benchmarks.sac_drift --obs-dim 17 --action-dim 6 --updates 1000
+    .venv/bin/python -m benchmarks.sac_drift --env HumanoidStandup-v5 --updates 5000
 
 One update from the same state agrees to float rounding (tests/rlcore/algos/test_sac.py), but
 a run is ~100k updates, each starting where the last one's rounding left it. This trains
@@ -14,7 +15,9 @@ order): eager; eager on each batch with its rows in another order (each row keep
 random draws: the same update, its sums added in another order); and compiled
 (`runtime.compile`: on CPU one function with its own Adam). At each checkpoint it prints each
 copy's distance from the eager one (relative, all parameters), its mean Q and temperature,
-for the family's ReLU networks and for tanh ones (`--activations`).
+for the family's ReLU networks and for tanh ones (`--activations`). With `--env` the batches
+are a real run's instead: eager SAC trains on that Gymnasium env with only `env.name` set,
+and every batch it samples goes, with the same random draws, to the other two copies.
 
 What it shows (benchmarks/README.md, *sac_drift*): compiled arithmetic rounds otherwise, and
 where a rounding difference moves a ReLU unit's input across zero for one sample, that
