@@ -155,7 +155,6 @@ def real_drift(
     (only `env.name` set, seed 0) trains, and every batch it samples goes, with the same
     random draws, to the reordered and the compiled copy too (from the run's first state)."""
     import copy
-    import dataclasses
 
     import torch._inductor.config
 
