@@ -10,6 +10,8 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
         --set algorithm.ppo.gamma=0.995                # a probe: one key changed
     .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs Humanoid-v5 \
         --impls ours --steps 100000 --set replay.batch_size=256     # SAC against SAC's
+    .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs HumanoidStandup-v5 \
+        --impls ours --steps 100000 --seeds 9 --trace /tmp/trace   # and its statistics
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
 `env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
@@ -30,9 +32,11 @@ task with a preset of its own); `--set runtime.compile=false` trains ours eager 
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -118,10 +122,12 @@ def run_ours(
     algorithm: str = "ppo",
     eval_episodes: int = EVAL_EPISODES,
     settings: dict[str, Any] | None = None,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate one seed (with `settings` changed: see `experiment`); with
     `curve_every` > 0 also evaluate every that many env steps, print each point and keep them
-    in the row's `curve` (env steps, return, CPU s)."""
+    in the row's `curve` (env steps, return, CPU s); with `trace`, write the training
+    statistics there as CSV (`write_trace`)."""
     params = params_for(env_id, steps, algorithm, settings)
     cfg = params.experiment(seed=0)
     every = max(1, curve_every // cfg.steps_per_iter) if curve_every > 0 else 0
@@ -141,7 +147,17 @@ def run_ours(
     eval_cpu = evaluation_cpu(trainer)
     curve: list[tuple[int, float, float]] = []
 
+    traced: list[dict[str, float]] = []
+    window: dict[str, list[float]] = {}
+
     def sink(step: int, metrics: dict[str, float]) -> None:
+        if trace is not None and "eval/episode_return" not in metrics:
+            for key, value in metrics.items():
+                window.setdefault(key, []).append(value)
+            if not traced or step >= traced[-1]["env_steps"] + TRACE_EVERY:
+                means = {key: statistics.fmean(values) for key, values in window.items()}
+                traced.append({"env_steps": step, **means})
+                window.clear()
         if every and "eval/episode_return" in metrics:
             point = (step, metrics["eval/episode_return"], time.process_time() - cpu - eval_cpu[0])
             curve.append(point)
@@ -155,9 +171,32 @@ def run_ours(
     trainer.env.close()
     if trainer.eval_env is not None:
         trainer.eval_env.close()
+    if trace is not None:
+        write_trace(trace, traced)
     ret = result.eval_metrics["eval/episode_return"]
     ours = row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
     return ours | {"curve": curve, "compiled": compiled}
+
+
+TRACE_EVERY = 1_000  # env steps between the rows of a trace
+
+
+def write_trace(path: Path, rows: list[dict[str, float]]) -> None:
+    """The training statistics (losses, Q values, temperature, entropy, ...) of one run as
+    CSV, a row about every `TRACE_EVERY` env steps holding their means over the iterations
+    since the row before: where two runs part, and in what."""
+    names = list(dict.fromkeys(key for r in rows for key in r))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"  trace: {len(rows)} rows in {path}", flush=True)
+
+
+def trace_path(folder: Path | None, env_id: str, seed: int) -> Path | None:
+    """Where `--trace` writes one run's statistics (None: not asked for)."""
+    return None if folder is None else folder / f"{env_id.replace(':', '_')}-seed{seed}.csv"
 
 
 def run_sb3(
@@ -251,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
     parser.add_argument(
+        "--trace", type=Path, default=None, metavar="DIR",
+        help="ours: write each run's training statistics to DIR/<env>-seed<S>.csv",
+    )  # fmt: skip
+    parser.add_argument(
         "--set", nargs="+", default=[], metavar="KEY=VALUE", dest="settings",
         help="ours: params keys changed from what env.name alone gives (algorithm.ppo.gamma=0.99)",
     )  # fmt: skip
@@ -273,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
                     result = run_ours(
                         env_id, seed, steps, args.curve_every, algorithm=args.algorithm,
                         eval_episodes=args.eval_episodes, settings=settings,
+                        trace=trace_path(args.trace, env_id, seed),
                     )  # fmt: skip
                 else:
                     result = run_sb3(

@@ -96,3 +96,30 @@ def test_the_command_probes_sac_against_sacs_defaults(monkeypatch, capsys):
                        "--set", "replay.batch_size=64"])  # fmt: skip
     assert calls == [("ours", "sac", {"replay.batch_size": 64}), ("sb3", "sac", None)]
     assert "SB3 SAC defaults" in capsys.readouterr().out
+
+
+def test_a_trace_holds_a_runs_training_statistics_about_every_thousand_steps(tmp_path):
+    """`--trace DIR`: where two runs of one seed part (eager against compiled, say), and in
+    which statistic: a CSV per run, one row about every 1,000 env steps."""
+    import csv
+    import itertools
+
+    from benchmarks.env_defaults import TRACE_EVERY, run_ours, trace_path
+
+    path = trace_path(tmp_path / "traces", "gymnasium:Pendulum-v1", 0)
+    assert path == tmp_path / "traces" / "gymnasium_Pendulum-v1-seed0.csv"
+    settings = {"runtime.compile": False, "replay.warmup_steps": 500}
+    run_ours("Pendulum-v1", 0, 3_000, algorithm="sac", eval_episodes=1, settings=settings,
+             trace=path)  # fmt: skip
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    steps = [int(float(r["env_steps"])) for r in rows]
+    assert steps[0] <= TRACE_EVERY and steps[-1] >= 3_000 - TRACE_EVERY
+    assert all(b - a >= TRACE_EVERY for a, b in itertools.pairwise(steps))
+    # A row holds the means over its window's iterations, not its last iteration's values.
+    per_iteration = steps[0] / float(rows[0]["train/iteration"])
+    assert float(rows[1]["train/iteration"]) < steps[1] / per_iteration - 1
+    learning = [r for r in rows if r.get("stats/alpha")]
+    assert learning, rows[0].keys()  # past the warm-up: the temperature is being learned
+    assert all(0 < float(r["stats/alpha"]) <= 1.0 for r in learning)
+    assert all(float(r["stats/q_mean"]) < 0 for r in learning[1:])  # Pendulum: costs only
