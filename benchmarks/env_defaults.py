@@ -12,6 +12,8 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
         --impls ours --steps 100000 --set replay.batch_size=256     # SAC against SAC's
     .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs HumanoidStandup-v5 \
         --impls ours --steps 100000 --seeds 9 --trace /tmp/trace   # and its statistics
+    .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs HumanoidStandup-v5 \
+        --impls ours --steps 100000 --seeds 6 --sac-path one-function-eager  # see run_ours
 
 For each Gymnasium env and seed, ours is what a `params.yaml` holding only
 `env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
@@ -123,6 +125,7 @@ def run_ours(
     eval_episodes: int = EVAL_EPISODES,
     settings: dict[str, Any] | None = None,
     trace: Path | None = None,
+    sac_path: str = "default",
 ) -> dict[str, Any]:
     """Train and evaluate one seed (with `settings` changed: see `experiment`); with
     `curve_every` > 0 also evaluate every that many env steps, print each point and keep them
@@ -143,7 +146,10 @@ def run_ours(
 
         torch._inductor.config.compile_threads = 1
     cpu, wall = time.process_time(), time.perf_counter()
-    trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
+    if sac_path == "one-function-eager":
+        trainer = one_function_eager_trainer(dataclasses.replace(cfg, trainer=trainer_cfg))
+    else:
+        trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
     eval_cpu = evaluation_cpu(trainer)
     curve: list[tuple[int, float, float]] = []
 
@@ -175,7 +181,23 @@ def run_ours(
         write_trace(trace, traced)
     ret = result.eval_metrics["eval/episode_return"]
     ours = row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
-    return ours | {"curve": curve, "compiled": compiled}
+    path = {"sac_path": sac_path} if sac_path != "default" else {}
+    return ours | {"curve": curve, "compiled": compiled and sac_path == "default"} | path
+
+
+def one_function_eager_trainer(cfg: ExperimentConfig) -> Trainer:
+    """A SAC trainer whose update is the compiled path's one function, not compiled."""
+    import rlcore.algos.sac as sac_module
+
+    compile_it = sac_module.compiled
+    sac_module.compiled = lambda fn, **options: fn
+    try:
+        trainer = Trainer(cfg, compile_loss=True)
+    finally:
+        sac_module.compiled = compile_it
+    if not getattr(trainer.algo, "_one_function", False):
+        raise SystemExit("--sac-path one-function-eager: this run's SAC update is no one function")
+    return trainer
 
 
 TRACE_EVERY = 1_000  # env steps between the rows of a trace
@@ -290,6 +312,10 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
     parser.add_argument(
+        "--sac-path", choices=["default", "one-function-eager"], default="default",
+        help="ours, SAC: one-function-eager runs the compiled path's update uncompiled",
+    )  # fmt: skip
+    parser.add_argument(
         "--trace", type=Path, default=None, metavar="DIR",
         help="ours: write each run's training statistics to DIR/<env>-seed<S>.csv",
     )  # fmt: skip
@@ -316,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
                     result = run_ours(
                         env_id, seed, steps, args.curve_every, algorithm=args.algorithm,
                         eval_episodes=args.eval_episodes, settings=settings,
-                        trace=trace_path(args.trace, env_id, seed),
+                        trace=trace_path(args.trace, env_id, seed), sac_path=args.sac_path,
                     )  # fmt: skip
                 else:
                     result = run_sb3(

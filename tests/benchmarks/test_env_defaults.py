@@ -123,3 +123,23 @@ def test_a_trace_holds_a_runs_training_statistics_about_every_thousand_steps(tmp
     assert learning, rows[0].keys()  # past the warm-up: the temperature is being learned
     assert all(0 < float(r["stats/alpha"]) <= 1.0 for r in learning)
     assert all(float(r["stats/q_mean"]) < 0 for r in learning[1:])  # Pendulum: costs only
+
+
+def test_the_one_function_eager_path_runs_the_compiled_paths_update_uncompiled():
+    """`--sac-path one-function-eager`: `SAC._one_eager` (torch.func gradients, DeviceAdam)
+    called as it is, no graph compiled, and a run through it records its path."""
+    import torch._dynamo.utils
+
+    from benchmarks.env_defaults import one_function_eager_trainer, run_ours
+    from rlcore.algos.sac import SAC
+
+    cfg = experiment("Pendulum-v1", 2_000, "sac")
+    trainer = one_function_eager_trainer(cfg)
+    assert trainer.algo._one_function and trainer.algo._one.__func__ is SAC._one_eager
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    settings = {"replay.warmup_steps": 500}
+    result = run_ours("Pendulum-v1", 0, 1_000, algorithm="sac", eval_episodes=1,
+                      settings=settings, sac_path="one-function-eager")  # fmt: skip
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+    assert result["sac_path"] == "one-function-eager" and result["compiled"] is False
+    assert result["env_steps"] >= 960 and -2_000 < result["return"] <= 0  # whole iterations
