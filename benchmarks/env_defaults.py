@@ -34,7 +34,6 @@ task with a preset of its own); `--set runtime.compile=false` trains ours eager 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import statistics
 import time
@@ -44,6 +43,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import base_parser, mean_std, print_table, setup, write_json
+from pipelines.files import write_csv
 from pipelines.params import Params, parse_params
 from pipelines.params.load import set_path
 from rlcore.config import ExperimentConfig
@@ -178,6 +178,9 @@ def run_ours(
     if trainer.eval_env is not None:
         trainer.eval_env.close()
     if trace is not None:
+        if window:  # the iterations since the last row
+            means = {key: statistics.fmean(values) for key, values in window.items()}
+            traced.append({"env_steps": result.env_steps, **means})
         write_trace(trace, traced)
     ret = result.eval_metrics["eval/episode_return"]
     ours = row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
@@ -207,12 +210,8 @@ def write_trace(path: Path, rows: list[dict[str, float]]) -> None:
     """The training statistics (losses, Q values, temperature, entropy, ...) of one run as
     CSV, a row about every `TRACE_EVERY` env steps holding their means over the iterations
     since the row before: where two runs part, and in what."""
-    names = list(dict.fromkeys(key for r in rows for key in r))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=names)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, list(dict.fromkeys(key for r in rows for key in r)), rows)
     print(f"  trace: {len(rows)} rows in {path}", flush=True)
 
 
