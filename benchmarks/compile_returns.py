@@ -119,10 +119,23 @@ def same_state_update(env_id: str, updates: int, steps: int = 300_000) -> dict[s
 
 
 def load(paths: list[Path]) -> list[dict[str, Any]]:
+    """The runs in `paths`: this benchmark's results files (one JSON line a run), or
+    `benchmarks.env_defaults --json` files (ours' runs, each one's mode read from its
+    `compiled`), so that probes of other algorithms (SAC) summarize the same way."""
     rows = []
     for path in paths:
-        if path.exists():
-            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not path.exists():
+            continue
+        text = path.read_text()
+        try:
+            whole = json.loads(text)
+        except ValueError:  # several lines: this benchmark's own results
+            whole = None
+        if isinstance(whole, dict) and "runs" in whole:
+            rows += [run | {"mode": "compiled" if run.get("compiled") else "eager"}
+                     for run in whole["runs"] if run.get("impl") == "ours"]  # fmt: skip
+        else:
+            rows += [json.loads(line) for line in text.splitlines() if line.strip()]
     return rows
 
 

@@ -10,8 +10,8 @@ MuJoCo family's SAC defaults), for `--steps` env steps on one seed (one evaluati
 at the end), and prints the process CPU seconds of the run, of its updates (`SAC.update`
 calls), the first update apart (compiling, when compiled) and the mean and median of the
 later ones.
-`--compile` forces `runtime.compile` on or off (default: on, since a run this short stays
-eager under `auto`, which compiles SAC from 30,000 planned updates).
+`--compile` forces `runtime.compile` on or off (default: on, what this times; `auto`
+leaves SAC eager).
 
 Why: `benchmarks.sac_update` times one update on a fixed batch; this times the updates
 inside training, where each samples a new batch and the simulator and acting share the

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from pipelines.params.errors import describe_errors
-from rlcore.algos.config import AUTO_COMPILE_MIN_SAC_UPDATES, AUTO_COMPILE_MIN_STEPS
+from rlcore.algos.config import AUTO_COMPILE_MIN_STEPS
 from rlcore.algos.registry import (
     UnknownAlgorithmError,
     algorithm_names,
@@ -134,11 +134,10 @@ class RuntimeParams(_Section):
         "the device only every log_every_iters), GRPO's loss, SAC's update (one function on "
         "CPU); seconds to compile. auto: where it pays back, with no stop target and the compiler "
         f"present: PPO's step in a run planned for at least {AUTO_COMPILE_MIN_STEPS:,d} "
-        "minibatch steps, SAC's update on CPU in float32 in one planned for at least "
-        f"{AUTO_COMPILE_MIN_SAC_UPDATES:,d} updates. "
-        "Default auto: on 20 fresh Hopper-v5 seeds compiled runs returned as much as eager "
-        "ones (over all 40, 2,675 against 2,905: within seed noise) for ~0.63x the CPU "
-        "(benchmarks/README.md, compile_returns)",
+        "minibatch steps (on 20 fresh Hopper-v5 seeds compiled runs returned as much as eager "
+        "ones, over all 40 2,675 against 2,905: within seed noise, for ~0.63x the CPU; "
+        "benchmarks/README.md, compile_returns); SAC stays eager (on 10 fresh "
+        "HumanoidStandup-v5 seeds compiled runs returned less: benchmarks/README.md, suite)",
     )
 
     @field_validator("log_every_iters")

@@ -17,11 +17,6 @@ MIN_AUTO_MICROBATCH = 2048
 # the whole step saves about 0.7 ms a step at the MuJoCo family's sizes
 # (benchmarks/README.md, *fast_path*), so a run breaks even near 15,000.
 AUTO_COMPILE_MIN_STEPS = 20_000
-# Fewest planned gradient steps for which `runtime.compile: auto` compiles SAC's update on
-# CPU in float32 (one compiled function): a cold compile takes ~40 s of CPU and an update
-# of the MuJoCo family's networks (256x256, batch 128) saves ~2.4-2.8 ms, so a run breaks
-# even near 14,000 updates (benchmarks/README.md, *sac_update*); twice that, for margin.
-AUTO_COMPILE_MIN_SAC_UPDATES = 30_000
 
 Check = Callable[[bool, str, str], None]
 

@@ -3,6 +3,7 @@ against hand-computed ones, and resuming skips what a results file holds."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,25 @@ def test_one_update_from_a_mid_run_state_is_the_same_update_both_ways():
     result = compile_returns.same_state_update("CartPole-v1", updates=3, steps=50_000)
     assert result["change_norm"] > 1e-3  # the update moved the parameters
     assert result["relative_difference"] < 1e-4  # by float rounding only
+
+
+def test_env_defaults_probe_files_summarize_by_their_compiled_flag(tmp_path):
+    """`--summarize` reads `benchmarks.env_defaults --json` files too (the SAC probes), each
+    run's mode from its `compiled`, SB3's runs left out."""
+
+    def probe(name: str, returns: list[tuple[str, float, bool]]) -> Path:
+        runs = [{"env": "E", "impl": impl, "seed": 0, "return": r, "cpu_s": 1.0, "compiled": c}
+                for impl, r, c in returns]  # fmt: skip
+        path = tmp_path / name
+        path.write_text(json.dumps({"runs": runs}, indent=1))
+        return path
+
+    paths = [probe("a.json", [("ours", 100.0, False), ("sb3", 5.0, False)]),
+             probe("b.json", [("ours", 300.0, False)]),
+             probe("c.json", [("ours", 200.0, True)]),
+             probe("d.json", [("ours", 400.0, True)])]  # fmt: skip
+    rows = compile_returns.load(paths)
+    assert sorted((r["mode"], r["return"]) for r in rows) == [
+        ("compiled", 200.0), ("compiled", 400.0), ("eager", 100.0), ("eager", 300.0)
+    ]  # fmt: skip
+    assert summarize(rows)[3] == "| E | compiled | 2 | 300 ± 141 | 300 | 1 | +0.71 |"

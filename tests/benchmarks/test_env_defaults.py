@@ -24,14 +24,14 @@ def test_a_probe_can_name_the_familys_preset_on_a_task_with_its_own():
     assert family.algo == PRESETS["gym_locomotion"].algo != own.algo
 
 
-def test_a_probe_can_run_ours_eager_where_the_default_compiles():
-    """SAC for 99k updates compiles by default (`runtime.compile: auto`); the probe's
-    `runtime.compile=false` trains the same experiment eager."""
+def test_a_probe_can_run_ours_compiled_where_the_default_is_eager():
+    """SAC trains eager by default (`runtime.compile: auto`); the probe's
+    `runtime.compile=true` trains the same experiment compiled."""
     default = params_for("HumanoidStandup-v5", 100_000, "sac")
-    eager = params_for("HumanoidStandup-v5", 100_000, "sac", {"runtime.compile": False})
-    assert default.runtime.compiles(default.experiment(seed=0))[0] is True
-    assert eager.runtime.compiles(eager.experiment(seed=0))[0] is False
-    assert eager.experiment(seed=0) == default.experiment(seed=0)
+    compiled = params_for("HumanoidStandup-v5", 100_000, "sac", {"runtime.compile": True})
+    assert default.runtime.compiles(default.experiment(seed=0))[0] is False
+    assert compiled.runtime.compiles(compiled.experiment(seed=0))[0] is True
+    assert compiled.experiment(seed=0) == default.experiment(seed=0)
 
 
 @pytest.mark.parametrize("item", ["gamma", "=0.99"])
