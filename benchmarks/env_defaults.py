@@ -115,6 +115,25 @@ def evaluation_cpu(trainer: Trainer) -> list[float]:
     return spent
 
 
+def step_cpu(env: Any, method: str) -> list[float]:
+    """Time `env.<method>` (a vector env's step) in process CPU seconds from now on: the
+    returned list's one item is the running sum. Ours and SB3 each step a Gymnasium env
+    through their own vector layer, so the sum is what the simulator and the env's Python
+    cost under each learner's own policy, and train CPU minus it is the learner's own."""
+    spent = [0.0]
+    inner = getattr(env, method)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[0] += time.process_time() - start
+
+    setattr(env, method, timed)
+    return spent
+
+
 def run_ours(
     env_id: str,
     seed: int,
@@ -151,6 +170,9 @@ def run_ours(
     else:
         trainer = Trainer(dataclasses.replace(cfg, trainer=trainer_cfg), compile_loss=compiled)
     eval_cpu = evaluation_cpu(trainer)
+    # A Gymnasium env's vector env (the bridge's `envs`); a native env has no separate step.
+    vector_env = getattr(trainer.env, "envs", None)
+    env_cpu = step_cpu(vector_env, "step") if vector_env is not None else None
     curve: list[tuple[int, float, float]] = []
 
     traced: list[dict[str, float]] = []
@@ -184,6 +206,7 @@ def run_ours(
         write_trace(trace, traced)
     ret = result.eval_metrics["eval/episode_return"]
     ours = row("ours", env_id, seed, result.env_steps, ret, cpu_s, wall_s)
+    ours["env_cpu_s"] = env_cpu[0] if env_cpu is not None else None
     path = {"sac_path": sac_path} if sac_path != "default" else {}
     return ours | {"curve": curve, "compiled": compiled and sac_path == "default"} | path
 
@@ -240,13 +263,15 @@ def run_sb3(
     model = model_class("MlpPolicy", env, device="cpu", seed=seed, verbose=0)
     # A logger that writes nothing: SB3's own would leave an empty folder in /tmp per run.
     model.set_logger(Logger(folder=None, output_formats=[]))
+    env_cpu = step_cpu(env, "step_wait")
     model.learn(total_timesteps=steps)
     cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
     eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)
     mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
     env.close()
     eval_env.close()
-    return row("sb3", env_id, seed, int(model.num_timesteps), float(mean), cpu_s, wall_s)
+    result = row("sb3", env_id, seed, int(model.num_timesteps), float(mean), cpu_s, wall_s)
+    return result | {"env_cpu_s": env_cpu[0]}
 
 
 def row(
@@ -264,6 +289,7 @@ COLUMNS = [
     ("return", "eval return", ".1f"),
     ("cpu_s", "train CPU s", ".1f"),
     ("wall_s", "train wall s", ".1f"),
+    ("env_cpu_s", "of it in env steps", ".1f"),
 ]
 
 
@@ -277,7 +303,24 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "return_std": spread,
         "cpu_s": statistics.fmean(cpu),
         "wall_s": statistics.fmean(r["wall_s"] for r in rows),
+        "env_cpu_s": mean_or_none([r.get("env_cpu_s") for r in rows]),
     }
+
+
+def mean_or_none(values: list[float | None]) -> float | None:
+    """The mean, or None where any run has no figure (a native env's steps are untimed)."""
+    return None if any(v is None for v in values) else statistics.fmean(values)  # type: ignore[arg-type]
+
+
+def learner_cpu_ratio(ours: dict[str, Any], sb3: dict[str, Any]) -> str:
+    """Train CPU beyond the env's steps, ours / SB3's: the part each learner controls."""
+    if ours.get("env_cpu_s") is None or sb3.get("env_cpu_s") is None:
+        return ""
+    own, theirs = ours["cpu_s"] - ours["env_cpu_s"], sb3["cpu_s"] - sb3["env_cpu_s"]
+    return (
+        f"; beyond the env's steps ours {own:.1f} s / SB3 {theirs:.1f} s = {own / theirs:.3f} "
+        f"(env steps: ours {ours['env_cpu_s']:.1f} s, SB3 {sb3['env_cpu_s']:.1f} s)"
+    )
 
 
 def cpu_to_match(ours: list[dict[str, Any]], sb3: dict[str, Any]) -> str:
@@ -366,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{env_id}: ours {ours['return']:.1f} +- {ours['return_std']:.1f}, SB3 "
             f"{sb3['return']:.1f} +- {sb3['return_std']:.1f}; CPU ours / SB3 "
-            f"{ours['cpu_s'] / sb3['cpu_s']:.3f}"
+            f"{ours['cpu_s'] / sb3['cpu_s']:.3f}" + learner_cpu_ratio(ours, sb3)
         )
         if args.curve_every > 0:
             print(cpu_to_match(runs[(env_id, "ours")], sb3))

@@ -4,7 +4,17 @@ import time
 
 import pytest
 
-from benchmarks.env_defaults import evaluation_cpu, experiment, params_for, parse_settings
+from benchmarks.env_defaults import (
+    evaluation_cpu,
+    experiment,
+    learner_cpu_ratio,
+    mean_or_none,
+    params_for,
+    parse_settings,
+    run_ours,
+    run_sb3,
+    step_cpu,
+)
 from rlcore.family_split import LONG_HORIZON_GAMMA
 from rlcore.presets import PRESETS
 
@@ -143,3 +153,36 @@ def test_the_one_function_eager_path_runs_the_compiled_paths_update_uncompiled()
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
     assert result["sac_path"] == "one-function-eager" and result["compiled"] is False
     assert result["env_steps"] >= 960 and -2_000 < result["return"] <= 0  # whole iterations
+
+
+class BusyEnv:
+    """A vector env whose step burns CPU (as a simulator does) and returns its argument."""
+
+    def step(self, action):
+        end = time.process_time() + 0.05
+        while time.process_time() < end:
+            pass
+        return action
+
+
+def test_step_cpu_sums_the_cpu_inside_the_env_step_and_passes_results_through():
+    env = BusyEnv()
+    spent = step_cpu(env, "step")
+    assert env.step(7) == 7 and env.step("a") == "a"
+    assert 0.1 <= spent[0] < 0.2  # two steps of 0.05 CPU s each, nothing outside them
+
+
+def test_learner_cpu_is_train_cpu_beyond_the_env_steps():
+    ours = {"cpu_s": 100.0, "env_cpu_s": 60.0}
+    sb3 = {"cpu_s": 200.0, "env_cpu_s": 70.0}
+    assert "40.0 s / SB3 130.0 s = 0.308" in learner_cpu_ratio(ours, sb3)
+    assert learner_cpu_ratio({"cpu_s": 100.0, "env_cpu_s": None}, sb3) == ""  # a native env
+    assert mean_or_none([1.0, 3.0]) == 2.0 and mean_or_none([1.0, None]) is None
+
+
+def test_both_learners_report_their_env_steps_cpu_on_a_real_gymnasium_env():
+    pytest.importorskip("stable_baselines3")
+    ours = run_ours("CartPole-v1", 0, 4096, eval_episodes=1)
+    sb3 = run_sb3("CartPole-v1", 0, 2048, eval_episodes=1)
+    for run in (ours, sb3):
+        assert 0 < run["env_cpu_s"] < run["cpu_s"]
