@@ -44,6 +44,9 @@ from rlcore.config import ExperimentConfig
 from rlcore.trainer import Trainer
 
 MODES = ("eager", "same-step", "compiled")
+# Summaries also name SAC probes' `--sac-path one-function-eager` runs (`benchmarks.env_defaults`):
+# the compiled path's update run uncompiled.
+SUMMARY_MODES = (*MODES, "one-function-eager")
 DEFAULT_ENVS = ["Walker2d-v5", "Hopper-v5"]
 DEFAULT_RESULTS = Path("benchmarks/results/compile_returns.jsonl")
 
@@ -121,7 +124,8 @@ def same_state_update(env_id: str, updates: int, steps: int = 300_000) -> dict[s
 def load(paths: list[Path]) -> list[dict[str, Any]]:
     """The runs in `paths`: this benchmark's results files (one JSON line a run), or
     `benchmarks.env_defaults --json` files (ours' runs, each one's mode read from its
-    `compiled`), so that probes of other algorithms (SAC) summarize the same way."""
+    `compiled`, or its `sac_path` where it names one), so that probes of other algorithms
+    (SAC) summarize the same way."""
     rows = []
     for path in paths:
         if not path.exists():
@@ -132,11 +136,18 @@ def load(paths: list[Path]) -> list[dict[str, Any]]:
         except ValueError:  # several lines: this benchmark's own results
             whole = None
         if isinstance(whole, dict) and "runs" in whole:
-            rows += [run | {"mode": "compiled" if run.get("compiled") else "eager"}
+            rows += [run | {"mode": probe_mode(run)}
                      for run in whole["runs"] if run.get("impl") == "ours"]  # fmt: skip
         else:
             rows += [json.loads(line) for line in text.splitlines() if line.strip()]
     return rows
+
+
+def probe_mode(run: dict[str, Any]) -> str:
+    """The mode of one `benchmarks.env_defaults` run of ours."""
+    if run.get("sac_path", "default") != "default":
+        return str(run["sac_path"])
+    return "compiled" if run.get("compiled") else "eager"
 
 
 def welch_t(a: list[float], b: list[float]) -> float:
@@ -153,8 +164,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for env_id in sorted({r["env"] for r in rows}):
         returns = {m: [r["return"] for r in rows if r["env"] == env_id and r["mode"] == m]
-                   for m in MODES}  # fmt: skip
-        for mode in MODES:
+                   for m in SUMMARY_MODES}  # fmt: skip
+        for mode in SUMMARY_MODES:
             got = returns[mode]
             if not got:
                 continue

@@ -24,8 +24,10 @@ for `--steps` env steps (default 300k; Pendulum 100k); SB3 is
 turns per seed. Each is then evaluated on 10 deterministic episodes with seeds training
 never used. Prints
 mean and std over seeds of the return, and the mean CPU time of training (process time,
-one torch thread each; evaluation excluded) and its wall time. Targets: our mean return
->= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key, dotted; the value
+one torch thread each; evaluation excluded) and its wall time, and of that CPU, how much
+went into the env's steps (each learner's vector env: the simulator and the env's own Python,
+under that learner's policy; `step_cpu`), so that the CPU each learner spends beyond the
+simulator compares too. Targets: our mean return >= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key, dotted; the value
 read as YAML) changes ours from what `env.name` alone gives, to probe one setting; `preset`
 names a preset instead of `auto` (`--set preset=gym_locomotion`: the family's settings on a
 task with a preset of its own); `--set runtime.compile=false` trains ours eager where

@@ -70,9 +70,9 @@ def test_env_defaults_probe_files_summarize_by_their_compiled_flag(tmp_path):
     """`--summarize` reads `benchmarks.env_defaults --json` files too (the SAC probes), each
     run's mode from its `compiled`, SB3's runs left out."""
 
-    def probe(name: str, returns: list[tuple[str, float, bool]]) -> Path:
+    def probe(name: str, returns: list[tuple[str, float, bool]], **extra: str) -> Path:
         runs = [{"env": "E", "impl": impl, "seed": 0, "return": r, "cpu_s": 1.0, "compiled": c}
-                for impl, r, c in returns]  # fmt: skip
+                | extra for impl, r, c in returns]  # fmt: skip
         path = tmp_path / name
         path.write_text(json.dumps({"runs": runs}, indent=1))
         return path
@@ -80,9 +80,12 @@ def test_env_defaults_probe_files_summarize_by_their_compiled_flag(tmp_path):
     paths = [probe("a.json", [("ours", 100.0, False), ("sb3", 5.0, False)]),
              probe("b.json", [("ours", 300.0, False)]),
              probe("c.json", [("ours", 200.0, True)]),
-             probe("d.json", [("ours", 400.0, True)])]  # fmt: skip
+             probe("d.json", [("ours", 400.0, True)]),
+             probe("e.json", [("ours", 500.0, False)], sac_path="one-function-eager")]  # fmt: skip
     rows = compile_returns.load(paths)
     assert sorted((r["mode"], r["return"]) for r in rows) == [
-        ("compiled", 200.0), ("compiled", 400.0), ("eager", 100.0), ("eager", 300.0)
+        ("compiled", 200.0), ("compiled", 400.0), ("eager", 100.0), ("eager", 300.0),
+        ("one-function-eager", 500.0),
     ]  # fmt: skip
     assert summarize(rows)[3] == "| E | compiled | 2 | 300 ± 141 | 300 | 1 | +0.71 |"
+    assert summarize(rows)[4] == "| E | one-function-eager | 1 | 500 ± 0 | 500 | 1 | +nan |"
