@@ -15,23 +15,22 @@ Run from the repository root (needs the `bench` extra; `mujoco` for the MuJoCo e
     .venv/bin/python -m benchmarks.env_defaults --algorithm sac --envs HumanoidStandup-v5 \
         --impls ours --steps 100000 --seeds 6 --sac-path one-function-eager  # see run_ours
 
-For each Gymnasium env and seed, ours is what a `params.yaml` holding only
-`env: {name: "gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has
-one, HalfCheetah-v5's and Hopper-v5's, else its task family's settings; `pipelines.params`),
-for `--steps` env steps (default 300k; Pendulum 100k); SB3 is
-`PPO("MlpPolicy", env)` with every default (one env). A name with a prefix
-(`mujoco:Hopper`, the native batched task) is trained as is, by ours alone. The two take
-turns per seed. Each is then evaluated on 10 deterministic episodes with seeds training
-never used. Prints
-mean and std over seeds of the return, and the mean CPU time of training (process time,
-one torch thread each; evaluation excluded) and its wall time, and of that CPU, how much
-went into the env's steps (each learner's vector env: the simulator and the env's own Python,
-under that learner's policy; `step_cpu`), so that the CPU each learner spends beyond the
-simulator compares too. Targets: our mean return >= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key, dotted; the value
-read as YAML) changes ours from what `env.name` alone gives, to probe one setting; `preset`
-names a preset instead of `auto` (`--set preset=gym_locomotion`: the family's settings on a
-task with a preset of its own); `--set runtime.compile=false` trains ours eager where
-`runtime.compile: auto` would compile it.
+For each Gymnasium env and seed, ours is what a `params.yaml` holding only `env: {name:
+"gymnasium:<id>"}` trains (`preset: auto`: the env's own preset where it has one,
+HalfCheetah-v5's and Hopper-v5's, else its task family's settings; `pipelines.params`), for
+`--steps` env steps (default 300k; Pendulum 100k); SB3 is `PPO("MlpPolicy", env)` with every
+default (one env). A name with a prefix (`mujoco:Hopper`, the native batched task) is
+trained as is, by ours alone. The two take turns per seed. Each is then evaluated on 10
+deterministic episodes with seeds training never used. Prints mean and std over seeds of the
+return, and the mean CPU time of training (process time, one torch thread each; evaluation
+excluded) and its wall time, and of that CPU, how much went into the env's steps (each
+learner's vector env: the simulator and the env's own Python, under that learner's policy;
+`step_cpu`), so that the CPU each learner spends beyond the simulator compares too. Targets:
+our mean return >= SB3's, at <= 0.5x its CPU time. `--set KEY=VALUE` (a params.yaml key,
+dotted; the value read as YAML) changes ours from what `env.name` alone gives, to probe one
+setting; `preset` names a preset instead of `auto` (`--set preset=gym_locomotion`: the
+family's settings on a task with a preset of its own); `--set runtime.compile=false` trains
+ours eager where `runtime.compile: auto` would compile it.
 """
 
 from __future__ import annotations
