@@ -96,43 +96,36 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
     return settings
 
 
-def evaluation_cpu(trainer: Trainer) -> list[float]:
-    """Time `trainer`'s evaluations from now on: the returned cell holds their CPU seconds
-    (this process's) and wall seconds, summed. Training CPU is the process's minus the
-    first; the Trainer's own `time/eval_s` is wall time, which on a busy machine (another
-    process on the core) exceeds the CPU time and would be subtracted from it wrongly."""
+def time_method(owner: Any, method: str) -> list[float]:
+    """Time `owner.<method>` from now on: the returned cell holds its summed CPU seconds
+    (this process's) and wall seconds. CPU, not wall, is what gets subtracted from or
+    compared with process CPU: on a busy machine (another process on the core) wall time
+    exceeds CPU time and would be subtracted wrongly."""
     spent = [0.0, 0.0]
-    evaluate = trainer._evaluate
+    inner = getattr(owner, method)
 
-    def timed() -> bool:
+    def timed(*args: Any, **kwargs: Any) -> Any:
         cpu, wall = time.process_time(), time.perf_counter()
         try:
-            return evaluate()
+            return inner(*args, **kwargs)
         finally:
             spent[0] += time.process_time() - cpu
             spent[1] += time.perf_counter() - wall
 
-    trainer._evaluate = timed  # type: ignore[method-assign]
+    setattr(owner, method, timed)
     return spent
+
+
+def evaluation_cpu(trainer: Trainer) -> list[float]:
+    """Time `trainer`'s evaluations: training CPU is the process's minus their CPU."""
+    return time_method(trainer, "_evaluate")
 
 
 def step_cpu(env: Any, method: str) -> list[float]:
-    """Time `env.<method>` (a vector env's step) in process CPU seconds from now on: the
-    returned list's one item is the running sum. Ours and SB3 each step a Gymnasium env
-    through their own vector layer, so the sum is what the simulator and the env's Python
+    """Time `env.<method>` (a vector env's step). Ours and SB3 each step a Gymnasium env
+    through their own vector layer, so the CPU sum is what the simulator and the env's Python
     cost under each learner's own policy, and train CPU minus it is the learner's own."""
-    spent = [0.0]
-    inner = getattr(env, method)
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.process_time()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[0] += time.process_time() - start
-
-    setattr(env, method, timed)
-    return spent
+    return time_method(env, method)
 
 
 def run_ours(
