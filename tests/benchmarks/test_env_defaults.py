@@ -5,12 +5,14 @@ import time
 import pytest
 
 from benchmarks.env_defaults import (
+    cpu_to_match,
     evaluation_cpu,
     experiment,
     learner_cpu_ratio,
     mean_or_none,
     params_for,
     parse_settings,
+    reaches,
     run_ours,
     run_sb3,
     step_cpu,
@@ -186,3 +188,22 @@ def test_both_learners_report_their_env_steps_cpu_on_a_real_gymnasium_env():
     sb3 = run_sb3("CartPole-v1", 0, 2048, eval_episodes=1)
     for run in (ours, sb3):
         assert 0 < run["env_cpu_s"] < run["cpu_s"]
+
+
+def test_return_matched_first_and_for_good():
+    """A spike (seed 0's 107 at 20 steps) is where ours first reaches SB3's mean; from 60
+    steps on every evaluation stays at or above it; seed 1 reaches it only at its last."""
+    spiky = [[20, 107.0, 2.0], [40, 67.0, 4.0], [60, 80.0, 6.0], [80, 95.0, 8.0]]
+    late = [[20, 10.0, 1.0], [40, 79.0, 2.0], [60, 81.0, 3.0]]
+    assert reaches(spiky, 80.0) == ([20, 107.0, 2.0], [60, 80.0, 6.0])
+    assert reaches(spiky, 100.0) == ([20, 107.0, 2.0], None)
+    ours = [{"seed": 0, "curve": spiky}, {"seed": 1, "curve": late}]
+    sb3 = {"env": "Task", "return": 80.0, "cpu_s": 10.0, "env_steps": 100}
+    first, stays = cpu_to_match(ours, sb3).splitlines()
+    assert "first reaches" in first and "from 20/60 env steps, mean CPU 2.5 s: 0.250x" in first
+    assert "stays at or above" in stays and "from 60/60 env steps, mean CPU 4.5 s: 0.450x" in stays
+    never = cpu_to_match(ours, sb3 | {"return": 100.0}).splitlines()
+    assert never == [
+        "Task: on seeds [1] ours never reaches SB3's mean return 100.0",
+        "Task: on seeds [0, 1] ours ends below SB3's mean return 100.0",
+    ]
