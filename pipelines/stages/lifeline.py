@@ -12,6 +12,7 @@ the parent's death within a second.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import ctypes.util
@@ -21,14 +22,17 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # A parent that is one of these ran the stage's command line for DVC; its own parent is
 # the process whose death matters (a shell orphaned by `dvc`'s death would not exit).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 POLL_S = 0.5
+# A stop dropped inside a finalizer is sent again this long after (`_stops_not_dropped`).
+RESEND_S = 0.05
 
 
 # The parent of a stage run by DVC or of a search worker, noted as it starts (`hold_parent`).
@@ -88,10 +92,36 @@ def hold_parent() -> None:
         raise SystemExit("error: search: the search that started this worker has stopped")
 
 
+def _stops_not_dropped(previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    """An unraisable-exception hook that sends a stop dropped in a finalizer again.
+
+    A signal's exception (Ctrl-C's KeyboardInterrupt, SIGTERM's `Terminated`) that lands
+    while a `__del__` runs (a ZipFile's, say, collected mid-trial) cannot leave it: Python
+    prints "Exception ignored in ..." with a traceback and drops it, and the process goes on
+    as if never stopped. The hook has the same signal sent again a moment later, from a
+    thread: sent from the hook itself, its handler would run in the hook, and be dropped
+    once more. Anything else goes to `previous`."""
+
+    def hook(unraisable: Any) -> None:
+        stop = unraisable.exc_value
+        if not isinstance(stop, KeyboardInterrupt):
+            previous(unraisable)
+            return
+        if sys.is_finalizing():  # exiting anyway; no thread can start
+            return
+        signum = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+        resend = threading.Timer(RESEND_S, _thread.interrupt_main, args=(signum,))
+        resend.daemon = True
+        resend.start()
+
+    return hook
+
+
 @contextlib.contextmanager
 def stopping_on_sigterm() -> Iterator[None]:
     """While the block runs, SIGTERM raises `Terminated` in the main thread, so `finally`
-    blocks run; the previous handler is back afterwards (no-op outside the main thread)."""
+    blocks run, and a stop raised inside a finalizer is not lost (`_stops_not_dropped`);
+    the previous handler and hook are back afterwards (no-op outside the main thread)."""
 
     def handler(signum: int, frame: object) -> None:
         raise Terminated()
@@ -100,9 +130,12 @@ def stopping_on_sigterm() -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, handler)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _stops_not_dropped(previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
 
 

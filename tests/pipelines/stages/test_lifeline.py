@@ -5,13 +5,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipelines.stages.lifeline import RunLockedError, _start_time, run_lock
+from pipelines.stages.lifeline import (
+    RunLockedError,
+    Terminated,
+    _start_time,
+    run_lock,
+    stopping_on_sigterm,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 # Long enough never to finish while a test watches it.
@@ -151,3 +158,44 @@ def test_a_stage_whose_dvc_died_while_it_started_never_trains(tmp_path):
     pid = int(parent.stdout)
     wait_for(lambda: not alive(pid), timeout_s=30)
     assert not (root / "outputs").exists()  # it stopped before taking its seed's lock
+
+
+class RaisesWhenCollected:
+    """Raises `error` from its finalizer, as a stop that lands inside a `__del__` does."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __del__(self) -> None:
+        raise self.error
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), Terminated()], ids=["ctrl-c", "sigterm"])
+def test_a_stop_raised_inside_a_finalizer_is_raised_again_in_the_code_it_interrupted(stop):
+    """Python drops an exception a `__del__` raises (it prints "Exception ignored in"): a
+    Ctrl-C that landed there would be lost and the stage or worker would run on."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    hook = sys.unraisablehook
+    reached = []
+    try:
+        with pytest.raises(type(stop)), stopping_on_sigterm():
+            RaisesWhenCollected(stop)  # collected at once, its finalizer raising
+            for step in range(1000):  # the stop is raised again here, a moment later
+                reached.append(step)
+                time.sleep(0.005)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert 0 < len(reached) < 1000
+    assert sys.unraisablehook is hook  # put back as it was
+
+
+def test_other_errors_in_finalizers_still_reach_the_previous_hook(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(unraisable))
+    if threading.current_thread() is threading.main_thread():
+        with stopping_on_sigterm():
+            RaisesWhenCollected(ValueError("a finalizer's own error"))
+        assert [str(u.exc_value) for u in seen] == ["a finalizer's own error"]
