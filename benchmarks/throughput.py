@@ -21,6 +21,9 @@ Parts (`--parts`, default all), each timed at every N of `--sizes`:
 - act: `policy.act(obs[:, t])` under `torch.inference_mode()` with the task preset's policy;
 - act_compiled, collector_compiled: the same through `rlcore.compiled_act` (the networks
   compiled, the draws eager), the collector without host checks as on the compiled path;
+- collector_sync_free: the collector without host checks (eager act), as the fast path
+  runs it for envs that live on the device: it bootstraps time-limit ends by a critic
+  forward every step instead of a check; `coll sync-free/eager` against `collector`;
 - collector_graphed (CUDA, builtin envs): the collector as `runtime.compile` runs it there,
   its T steps one CUDA graph (`rlcore.collection_graph`), against the ideal and the eager
   collector;
@@ -80,10 +83,11 @@ from rlcore.trainer import Trainer
 
 PARTS = (
     "env", "act", "collector", "bare", "train", "gym", "act_compiled", "collector_compiled",
-    "collector_graphed",
+    "collector_graphed", "collector_sync_free",
 )  # fmt: skip
 COMPILED_PARTS = {"act_compiled", "collector_compiled", "collector_graphed"}  # not by default
-PRESET_PARTS = {"act", "collector", "bare", "train"} | COMPILED_PARTS
+OPT_IN_PARTS = COMPILED_PARTS | {"collector_sync_free"}
+PRESET_PARTS = {"act", "collector", "bare", "train", "collector_sync_free"} | COMPILED_PARTS
 TARGET_N = 4096
 TARGET_COLLECTOR_RATIO = 0.9
 TARGET_GYM_RATIO = 1.0
@@ -176,12 +180,18 @@ def experiment(
 
 
 def act_and_collect(
-    base: ExperimentConfig, n: int, t: int, compiled: bool = False, graphed: bool = False
+    base: ExperimentConfig,
+    n: int,
+    t: int,
+    compiled: bool = False,
+    graphed: bool = False,
+    sync_free: bool = False,
 ) -> dict[str, Callable[[], object]]:
     """T `policy.act` calls on the rollout's observation views, one `collect()` call, and
     the bare act + step loop (its own env, policy weights and rollout layout); `compiled`:
     also the first two through `rlcore.compiled_act`; `graphed`: also the collector with
-    its steps one CUDA graph (captured here), where the env allows it."""
+    its steps one CUDA graph (captured here), where the env allows it; `sync_free`: also
+    the collector without host checks."""
     trainer = Trainer(experiment(base, n, t, reps=0))
     collector, policy = trainer.collector, trainer.policy
     collector.collect()  # realistic observations in the rollout
@@ -211,6 +221,10 @@ def act_and_collect(
     fns: dict[str, Callable[[], object]] = {
         "act": acts, "collector": collector.collect, "bare": bare
     }  # fmt: skip
+    if sync_free:
+        fns["collector_sync_free"] = SyncCollector(
+            trainer.env, policy, trainer.rollout, trainer.generator, host_checks=False
+        ).collect
     if graphed and graph_refusal(trainer.env, host_checks=False, grouped=False) is None:
         graphed_collector = SyncCollector(
             trainer.env, policy, trainer.rollout, trainer.generator, host_checks=False,
@@ -288,10 +302,10 @@ def run_size(
     if "env" in parts:
         env_cfg = PRESETS[task].env if task in PRESETS else EnvConfig(task)  # with its options
         fns["env"] = env_sweep(placed(dataclasses.replace(env_cfg, num_envs=n), device, options), t)
-    if base is not None and parts & {"act", "collector", "bare"}:
+    if base is not None and parts & {"act", "collector", "bare", "collector_sync_free"}:
         compiled = bool(parts & (COMPILED_PARTS - {"collector_graphed"}))
-        graphed = "collector_graphed" in parts
-        wanted = act_and_collect(base, n, t, compiled=compiled, graphed=graphed)
+        graphed, sync_free = "collector_graphed" in parts, "collector_sync_free" in parts
+        wanted = act_and_collect(base, n, t, compiled, graphed, sync_free)
         fns |= {k: f for k, f in wanted.items() if k in parts}
     if "gym" in parts and task == "cartpole":
         fns["gym"], close = gym_cartpole_sweep(n, t)
@@ -317,6 +331,9 @@ def run_size(
         if "env_step_s" in row and "act_s" in row:
             row["ideal_sps"] = n / (row["env_step_s"] + row["act_s"])
             row["collector_ratio"] = row["collector_sps"] / row["ideal_sps"]
+    if "collector_sync_free" in timings:
+        row["collector_sync_free_sps"] = sps["collector_sync_free"]
+        _set_ratio(row, "sync_free_over_eager", "collector_sync_free_sps", "collector_sps")
     if "collector_graphed" in timings:
         row["collector_graphed_sps"] = sps["collector_graphed"]
         _set_ratio(row, "collector_graphed_ratio", "collector_graphed_sps", "ideal_sps")
@@ -347,6 +364,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("collector_over_bare", "coll/bare", ".3f"),
     ("act_compiled_ratio", "act compiled/eager", ".2f"),
     ("collector_compiled_ratio", "coll compiled/eager", ".2f"),
+    ("sync_free_over_eager", "coll sync-free/eager SPS", ".3f"),
     ("collector_graphed_ratio", "coll graphed/ideal", ".3f"),
     ("graphed_over_eager", "coll graphed/eager", ".2f"),
     ("train_T", "train T", "d"),
@@ -416,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS,
-        default=[part for part in PARTS if part not in COMPILED_PARTS],
+        default=[part for part in PARTS if part not in OPT_IN_PARTS],
     )  # fmt: skip
     parser.add_argument("--compile", action="store_true", help="train part: runtime.compile's path")
     parser.add_argument(

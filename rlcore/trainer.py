@@ -144,9 +144,12 @@ class Trainer:
             with_final_obs=algorithm.off_policy,
         )
         self.rollout = make_rollout(spec)
-        # With compiling on, the collector bootstraps time-limit ends without a host check,
-        # and, where the env allows (builtin envs on CUDA), replays its steps as a CUDA graph:
-        # on-policy, ungrouped collection (PPO's), the one run on a GPU so far.
+        # With compiling on, the collector bootstraps time-limit ends without a host check
+        # (unless the env steps on the host, where the check costs no sync and saves a
+        # critic forward each step), and, where the env allows (builtin envs on CUDA),
+        # replays its steps as a CUDA graph: on-policy, ungrouped collection (PPO's), the
+        # one run on a GPU so far.
+        host_checks = not compile_loss or self.env.steps_on_host
         graph_steps = (
             compile_loss
             and not algorithm.off_policy
@@ -154,7 +157,7 @@ class Trainer:
         )
         self.collector = SyncCollector(
             self.env, self.policy, self.rollout, self.generator, groups=groups,
-            host_checks=not compile_loss, graph_steps=graph_steps,
+            host_checks=host_checks, graph_steps=graph_steps,
         )  # fmt: skip
         # The off-policy loop (replay buffer, warm-up, update-to-data ratio), if any.
         self.replay: OffPolicyLearner | None = None

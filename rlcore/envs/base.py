@@ -177,6 +177,10 @@ class BatchedEnv(abc.ABC):
     # bit-identical trajectories; False (MuJoCo Warp on CUDA), they agree to float32
     # round-off at first, which contacts amplify over steps.
     bit_reproducible: bool = True
+    # True where every step passes through host memory anyway (numpy simulators: the
+    # Gymnasium bridge, mujoco.batch): reading a step's flags there costs no device sync,
+    # so the collector keeps its host checks even on the sync-free (compiled) path.
+    steps_on_host: bool = False
     # Frames each image entry stacks (module docstring): replay buffers store the newest
     # frame alone and rebuild the stack (`rlcore.stream_replay`).
     frame_stack: int = 1

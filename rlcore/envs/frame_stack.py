@@ -76,6 +76,7 @@ class FrameStack(BatchedEnv):
         self.action_space = env.action_space
         self.has_success, self.has_invalid_steps = env.has_success, env.has_invalid_steps
         self.bit_reproducible, self.privileged_obs = env.bit_reproducible, env.privileged_obs
+        self.steps_on_host = env.steps_on_host
         inner = env.observation_space
         boxes = inner.spaces if isinstance(inner, spaces.Dict) else {key: inner for key in spec}
         stacked = {key: stacked_space(boxes[key], frame_stack) for key in images}

@@ -70,6 +70,8 @@ _SEED_BOUND = 2**31 - 1
 class GymnasiumEnv(BatchedEnv):
     """A Gymnasium vector env as a `BatchedEnv` on `device` (see the module docstring)."""
 
+    steps_on_host = True  # numpy envs: every step's results come through the host
+
     def __init__(
         self,
         env_id: str | None = None,

@@ -25,7 +25,7 @@ from tests.rlcore.envs.gym_test_envs import register
 STATE = (OBS, FLAT_KEY)  # a flat env's observations in the rollout
 
 
-def make(num_envs=4, num_steps=64, max_steps=None):
+def make(num_envs=4, num_steps=64, max_steps=None, host_checks=True):
     env = CartPole(num_envs)
     if max_steps is not None:
         env.max_episode_steps = max_steps
@@ -33,7 +33,9 @@ def make(num_envs=4, num_steps=64, max_steps=None):
     torch.manual_seed(0)
     policy = ActorCritic(env.obs_dim, env.action_space, PolicyConfig(hidden_sizes=(8,)))
     rollout = make_rollout(RolloutSpec.for_env(env, num_steps, with_value=True))
-    collector = SyncCollector(env, policy, rollout, torch.Generator().manual_seed(1))
+    collector = SyncCollector(
+        env, policy, rollout, torch.Generator().manual_seed(1), host_checks=host_checks
+    )
     collector.reset(seed=0)
     return env, policy, rollout, collector
 
@@ -68,8 +70,9 @@ def test_obs_continuity_and_bootstrap_value():
     torch.testing.assert_close(ro[STATE][:, 0], last_obs)
 
 
-def test_final_value_is_value_of_true_final_obs_on_truncation_only():
-    env, policy, ro, collector = make(num_envs=8, num_steps=30, max_steps=10)
+@pytest.mark.parametrize("host_checks", [True, False], ids=["host-checks", "sync-free"])
+def test_final_value_is_value_of_true_final_obs_on_truncation_only(host_checks):
+    env, policy, ro, collector = make(8, num_steps=30, max_steps=10, host_checks=host_checks)
     final_obs_at = {}
     original_step = env.step
 

@@ -111,3 +111,22 @@ def test_a_non_finite_env_output_found_at_the_next_read_names_its_iteration():
     trainer._train_iteration()
     with pytest.raises(NonFiniteError, match="non-finite reward in iteration 2"):
         trainer.flush()
+
+
+@pytest.mark.parametrize(
+    ("env", "steps_on_host"),
+    [
+        ("cartpole", False),
+        ("mujoco:HalfCheetah", True),  # mujoco.batch: numpy on the host
+        ("gymnasium:Pendulum-v1", True),
+    ],
+)
+def test_host_checks_stay_where_the_env_steps_on_the_host(env, steps_on_host):
+    """The fast path drops the collector's host checks only for envs that live on the
+    device: where each step passes through the host anyway, a check is no sync, and it saves
+    the critic's forward over the final observations at every step."""
+    eager = Trainer(fast_config(env))
+    compiled = Trainer(fast_config(env), compile_loss=True)
+    assert eager.env.steps_on_host is compiled.env.steps_on_host is steps_on_host
+    assert eager.collector.host_checks
+    assert compiled.collector.host_checks is steps_on_host

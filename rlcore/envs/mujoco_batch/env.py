@@ -108,6 +108,7 @@ class MujocoEnv(TorchEnv):
         # The step's arrays, in the engine's kind (`ops.as_array`: numpy views on CPU).
         self._ops = ops = self.engine.ops
         self._numpy_slots = isinstance(ops, NumpyOps)
+        self.steps_on_host = self._numpy_slots
         self._low = ops.as_array(torch.as_tensor(low, device=self.device))
         self._high = ops.as_array(torch.as_tensor(high, device=self.device))
         self._x_now = self.task.progress()  # a view of the engine's state

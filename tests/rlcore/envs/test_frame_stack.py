@@ -115,7 +115,7 @@ def test_next_step_auto_reset_shifts_the_final_frame_in_and_restarts_after_it():
     episode's first frame."""
     inner = GymnasiumEnv("rlcore-test/PixelPoint-v0", 4)  # terminates 1 step in 5
     env = FrameStack(inner, 3)
-    assert env.has_invalid_steps
+    assert env.has_invalid_steps and env.steps_on_host  # the inner env's traits
     obs = env.reset(seed=0)["image"].view(4, 3, 3, 16, 16)
     frames = [obs[:, 2].clone()]  # the inner env's newest frames, step by step
     slot = dataclasses.replace(slot_for(env), valid=torch.zeros(4, dtype=torch.bool))

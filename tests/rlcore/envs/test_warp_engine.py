@@ -172,6 +172,7 @@ def test_native_env_on_warp_follows_the_batch_engine():
 
     cpu = MujocoEnv("HalfCheetah", 4, nthread=1, engine="batch")
     warp = MujocoEnv("HalfCheetah", 4, engine="warp")
+    assert cpu.steps_on_host and not warp.steps_on_host  # numpy steps vs Warp's own arrays
     cpu.reset(seed=0)
     warp.load_state_dict(cpu.state_dict())
     gen = torch.Generator().manual_seed(0)
