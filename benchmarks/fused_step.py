@@ -10,9 +10,10 @@ Variants, each from the same parameters on the same minibatch indices of one rol
 - `eager`: `PPO._step` (gather, advantage normalisation, loss, backward, clip, fused Adam,
   the finite check that reads the host);
 - `loss`: the same with only the loss compiled (`PPO(compile_loss=True)`, what
-  `runtime.compile` did before the whole step; GRPO's path still);
+  `runtime.compile` did before the whole step; still its path with several processes or
+  explicit micro-batches);
 - `step`: the whole step compiled (`rlcore.algos.whole_step`, what `runtime.compile` runs
-  for PPO), without CUDA graphs: gather + normalisation + loss + backward, clipping + Adam
+  for PPO and GRPO), without CUDA graphs: gather + normalisation + loss + backward, clipping + Adam
   with the rate a device tensor; nothing read back. On CPU one compiled function (the
   gradients by `torch.func`); on CUDA the loss (its backward through AOTAutograd) and the
   update, two;

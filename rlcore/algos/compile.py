@@ -85,10 +85,10 @@ def compile_pays(cfg: ExperimentConfig, world_size: int = 1) -> tuple[bool, str]
     step (one process, whole minibatches). SAC stays eager: compiling cuts a run's CPU to
     ~0.82x, but on ten fresh HumanoidStandup-v5 seeds (a test written down before it ran)
     compiled runs returned less than eager ones (benchmarks/README.md, *suite*, "SAC,
-    100k"). GRPO (its loss alone) and SAC compile with `runtime.compile: true`. A run
-    with a stop target may end within seconds (the builtin tasks' presets do), and a short
-    run cannot pay back seconds of compiling, so both stay eager; so does a machine without
-    the compiler backend.
+    100k"). GRPO (whole steps too, not measured to pay back) and SAC compile with
+    `runtime.compile: true`. A run with a stop target may end within seconds (the builtin
+    tasks' presets do), and a short run cannot pay back seconds of compiling, so both stay
+    eager; so does a machine without the compiler backend.
     """
     from rlcore.algos import config
     from rlcore.algos.sac_config import SACConfig
