@@ -16,7 +16,8 @@ Sections (`--sections`, default all), each the benchmark named, with the sizes o
   the act step and the collector with the networks compiled (`rlcore.compiled_act`);
 - `step` (`benchmarks.fused_step`): one PPO minibatch step eager, loss compiled, whole step
   compiled and (CUDA) graphed;
-- `sac` (`benchmarks.sac_update`): one SAC update at HalfCheetah size, eager and compiled;
+- `sac` (`benchmarks.sac_update`): one SAC update of the HalfCheetah preset's networks
+  (400x300, batch 256 on CPU), eager and compiled;
 - `presets` (`benchmarks.cuda_presets`): each GPU preset to its target on the device, eager,
   then compiled twice in this process (the first run compiles; the second reads the
   compiled code), with its return (or success) against wall time at every evaluation;
@@ -237,7 +238,8 @@ def run_step(args: argparse.Namespace, mode: Mode, scratch: Path) -> list[dict]:
 def run_sac(args: argparse.Namespace, mode: Mode, scratch: Path) -> list[dict]:
     out = scratch / "sac.json"
     sac_update.main(["--device", args.device, "--reps", str(max(args.reps, 5)),
-                     "--batch", str(mode.sac_batch), "--precisions", "float32", "--compile",
+                     "--hidden", "400x300", "--batch", str(mode.sac_batch),
+                     "--precisions", "float32", "--compile",
                      "--json", str(out)])  # fmt: skip
     return _read(out)["rows"]
 
