@@ -19,7 +19,10 @@ Variants, each from the same parameters on the same minibatch indices of one rol
   update, two;
 - `graph` (CUDA): `step` captured once as a CUDA graph and replayed, as `runtime.compile`
   runs it on CUDA; the minibatch indices are a static buffer and the rollout's storage is
-  read in place, so a replay is the step.
+  read in place, so a replay is the step;
+- with `--bf16`, also `eager-bf16` and `step-bf16`: `eager` and `step` with
+  `ppo.precision: bfloat16` (the hidden layers' matrix products in bf16; their parameters
+  then differ from float32's by bf16's rounding, not float32's).
 
 Prints the median milliseconds per minibatch step (CPU time on CPU, wall time on CUDA)
 and each variant's ratio to `eager`, and checks that one step of every variant leaves the
@@ -112,7 +115,9 @@ def build(
     policy = ActorCritic(obs_spec(spaces.Box(-10.0, 10.0, (obs_dim,))), space, policy_cfg)
     policy = policy.to(device)
     rollout = filled_rollout(obs_dim, space, rows, device)
-    cfg = PPOConfig(lr=3e-4, microbatch_size=None)
+    precision = "bfloat16" if variant.endswith("-bf16") else "float32"
+    variant = variant.removesuffix("-bf16")
+    cfg = PPOConfig(lr=3e-4, microbatch_size=None, precision=precision)
     ppo = PPO(
         policy, cfg, 1000, torch.Generator(device=device), compile_loss=variant == "loss",
         whole_step=variant in ("step", "graph"),
@@ -150,8 +155,10 @@ def measure(
     reps: int,
     steps: int,
     matmul: bool = False,
+    bf16: bool = False,
 ):
     variants = ["eager", "loss", "step"] + (["graph"] if device.type == "cuda" else [])
+    variants += ["eager-bf16", "step-bf16"] if bf16 else []
     gen = torch.Generator().manual_seed(2)
     indices = [torch.randperm(rows, generator=gen)[:minibatch].to(device) for _ in range(steps)]
     built = {v: build(task, v, rows, device) for v in variants}
@@ -243,6 +250,10 @@ def main(argv: list[str] | None = None) -> None:
         help="also profile each step: milliseconds in matrix products (CPU), the part "
         "compiling cannot shorten",
     )  # fmt: skip
+    parser.add_argument(
+        "--bf16", action="store_true",
+        help="also time eager and the whole step with ppo.precision: bfloat16",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     device = device_arg(args.device)
     meta = setup(args, "One PPO minibatch step: eager, loss compiled, whole step compiled, graphed")
@@ -250,8 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks:
         for minibatch in args.rows:
             results += measure(
-                task, 4 * minibatch, minibatch, device, args.reps, args.steps, args.matmul
-            )
+                task, 4 * minibatch, minibatch, device, args.reps, args.steps, args.matmul,
+                args.bf16,
+            )  # fmt: skip
     print_table(results, COLUMNS + (MATMUL_COLUMNS if args.matmul else []))
     write_json(args.json, meta | {"device": str(device)}, {"results": results})
 

@@ -20,6 +20,8 @@ Per seed, trains each backend side by side (`--task` picks the presets and RL Zo
 - native-compiled: the native run with its PPO loss through `torch.compile`
   (`Trainer(compile_loss=True)`, `runtime.compile` in params.yaml); compiling is part of
   its first update's time;
+- native-compiled-bf16: native-compiled with `algorithm.ppo.precision: bfloat16` (the
+  hidden layers' matrix products of the update in bf16);
 - native-rlzoo: our PPO with RL Zoo's settings unbatched on the native env (the first trial
   the task's study enqueues, `search/mujoco_<task>-ppo.yaml`: 1 env x 512 steps);
   `--zoo-set PATH=VALUE` changes them (how the HalfCheetah presets' batching was found),
@@ -104,7 +106,7 @@ TASKS = {
         target_return=3200.0,
     ),
 }  # fmt: skip
-BACKENDS = ["gym", "native", "native-compiled", "native-rlzoo", "sb3"]
+BACKENDS = ["gym", "native", "native-compiled", "native-compiled-bf16", "native-rlzoo", "sb3"]
 
 
 def run_sb3(task: Task, seed: int, total_steps: int) -> dict[str, Any]:
@@ -176,10 +178,12 @@ class TimedRun:
             base.trainer, seed=seed, total_env_steps=total_steps, eval_episodes=EVAL_EPISODES
         )
         cfg = dataclasses.replace(base, trainer=trainer)
+        if backend.endswith("-bf16"):
+            cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, precision="bfloat16"))
         self.backend, self.seed = backend, seed
         self.split = {"collect_s": 0.0, "update_s": 0.0, "eval_s": 0.0}
         start = time.perf_counter()
-        compile_loss = backend.endswith("-compiled")
+        compile_loss = "-compiled" in backend
         self.trainer = Trainer(cfg, sink=self._record, compile_loss=compile_loss)
         self.wall_s = time.perf_counter() - start
         self.finished = False
@@ -321,11 +325,12 @@ def main(argv: list[str] | None = None) -> None:
             ratio = mine["native"]["wall_s"] / mine["gym"]["wall_s"]
             print(f"seed {seed}: native / gym wall time {ratio:.3f} (target < 1): "
                   f"{verdict(ratio, 1.0, False)}")  # fmt: skip
-        if {"native", "native-compiled"} <= mine.keys():
-            compiled, eager = mine["native-compiled"], mine["native"]
-            print(f"seed {seed}: compiled / eager native wall time "
-                  f"{compiled['wall_s'] / eager['wall_s']:.3f}, update time "
-                  f"{compiled['update_s'] / eager['update_s']:.3f}")  # fmt: skip
+        for variant in ("native-compiled", "native-compiled-bf16"):
+            if {"native", variant} <= mine.keys():
+                compiled, eager = mine[variant], mine["native"]
+                print(f"seed {seed}: {variant} / eager native wall time "
+                      f"{compiled['wall_s'] / eager['wall_s']:.3f}, update time "
+                      f"{compiled['update_s'] / eager['update_s']:.3f}")  # fmt: skip
     write_json(args.json, meta, {"rows": rows})
 
 

@@ -86,12 +86,21 @@ class MLP(nn.Sequential):
     collection (benchmarks/README.md, *versus_revision*, "Cheaper minibatch steps"). The
     layers, parameters and state-dict keys are an `nn.Sequential`'s, and the functions
     applied are the ones its modules' forwards call, so the numbers are the same to the bit.
+
+    Under bf16 autocast (`precision: bfloat16`) the hidden layers multiply in bf16 and the
+    output layer in float32: log-probabilities and values keep float32's resolution (PPO's
+    ratio of new to old probabilities is a difference of log-probabilities).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self:
+        head = len(self) - 1
+        for i, layer in enumerate(self):
             if type(layer) is nn.Linear:
-                x = F.linear(x, layer.weight, layer.bias)
+                if i == head and torch.is_autocast_enabled(x.device.type):
+                    with torch.autocast(x.device.type, enabled=False):
+                        x = F.linear(x.float(), layer.weight, layer.bias)
+                else:
+                    x = F.linear(x, layer.weight, layer.bias)
             else:
                 function = _ACTIVATION_FUNCTIONS.get(type(layer))
                 x = function(x) if function is not None else layer(x)

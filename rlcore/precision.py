@@ -1,4 +1,4 @@
-"""Whether a device multiplies bfloat16 natively, for SAC's `precision: auto`.
+"""Whether a device multiplies bfloat16 natively, for the algorithms' `precision: auto`.
 
 CUDA devices say so themselves (`torch.cuda.is_bf16_supported`, Ampere and later). On CPU
 the instruction sets decide: AVX512-BF16 or AMX-BF16 multiply bf16 faster than float32;
@@ -38,5 +38,10 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def trains_bf16(precision: str, device: torch.device) -> bool:
-    """Whether SAC's `precision` setting ("float32", "bfloat16", "auto") means bf16 on `device`."""
+    """Whether a `precision` setting ("float32", "bfloat16", "auto") means bf16 on `device`."""
     return precision == "bfloat16" or (precision == "auto" and native_bf16(device))
+
+
+def update_autocast(bf16: bool, device: torch.device) -> torch.autocast:
+    """bf16 matrix products inside an update's losses where `bf16`, else a no-op context."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)

@@ -36,8 +36,8 @@ step collector 90 python3 -m benchmarks.throughput --device cuda --envs cartpole
     --json "$OUT/collector.json"
 step train 100 python3 -m benchmarks.throughput --device cuda --envs cartpole push_cube \
     --sizes 4096 16384 65536 --parts train --compile --reps 3 --json "$OUT/train.json"
-step minibatch 60 python3 -m benchmarks.fused_step --device cuda --rows 4096 32768 --reps 5 \
-    --steps 20 --json "$OUT/minibatch.json"
+step minibatch 75 python3 -m benchmarks.fused_step --device cuda --rows 4096 32768 --reps 5 \
+    --steps 20 --bf16 --json "$OUT/minibatch.json"
 # TF32 matrix products (no code change: the override makes cuBLAS use them for float32), the
 # lever the +train / env-only lines wait on; compare with `minibatch` above.
 TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 step minibatch_tf32 60 python3 -m benchmarks.fused_step \

@@ -9,6 +9,9 @@ from typing import Any, Literal
 from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algorithm
 
 LR_SCHEDULES = ("constant", "linear", "kl_adaptive")
+# The update's matrix products: "bfloat16" under autocast, "auto" bf16 where the device
+# multiplies it natively (`rlcore.precision.trains_bf16`).
+PRECISIONS = ("float32", "bfloat16", "auto")
 # "auto" micro-batches never go below this many samples: smaller chunks of a 64x64 MLP
 # cost more in per-chunk overhead than in compute on CPU (`benchmarks.update_memory`).
 MIN_AUTO_MICROBATCH = 2048
@@ -33,11 +36,13 @@ def _checker(section: str, config: Any) -> Check:
 
 def optimizer_parts(cfg: Any, *more: str) -> tuple[str, ...]:
     """The report's optimizer line of PPO-style settings: rate (schedule), epochs x
-    minibatches, then `more`."""
+    minibatches, then `more`, and bf16 matrix products where set."""
+    mixed = {"bfloat16": ("bf16 matmuls",), "auto": ("bf16 matmuls where native",)}
     return (
         f"lr {cfg.lr:g} ({cfg.lr_schedule})",
         f"{cfg.num_epochs} epochs x {cfg.num_minibatches} minibatches",
         *more,
+        *mixed.get(cfg.precision, ()),
     )
 
 
@@ -47,6 +52,7 @@ def _check_optimization(check: Check, cfg: Any) -> None:
     check(cfg.lr > 0, "lr", "> 0")
     check(cfg.num_epochs >= 1, "num_epochs", ">= 1")
     check(cfg.num_minibatches >= 1, "num_minibatches", ">= 1")
+    check(cfg.precision in PRECISIONS, "precision", f"one of {list(PRECISIONS)}")
     mb = cfg.microbatch_size
     check(
         mb is None or mb == "auto" or (type(mb) is int and mb >= 1),
@@ -74,6 +80,10 @@ class PPOConfig(WholeStepRule):
     `lr_schedule`: "constant", "linear" (to 0 over the run) or "kl_adaptive" (rsl_rl's rule,
     steering the rate toward `desired_kl`); `target_kl` ends an update's epochs early once
     the approximate KL passes 1.5 x it.
+    `precision: bfloat16` runs the hidden layers' matrix products of the update in bfloat16
+    (autocast); the output layers, log-probabilities, values and losses, the weights and
+    Adam's state stay float32, and collection acts in float32. `auto`: bfloat16 where the
+    device multiplies it natively (AVX512-BF16 or AMX CPUs, Ampere and later GPUs).
     """
 
     gamma: float = 0.99
@@ -94,6 +104,7 @@ class PPOConfig(WholeStepRule):
     microbatch_size: int | Literal["auto"] | None = "auto"
     normalize_advantage: bool = True
     adam_eps: float = 1e-5
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         check = _checker("ppo", self)
@@ -165,6 +176,7 @@ class GRPOConfig(WholeStepRule):
     num_minibatches: int = 4
     microbatch_size: int | Literal["auto"] | None = "auto"
     adam_eps: float = 1e-5
+    precision: str = "float32"
     reset_every_rollout: bool = True
     episode_mode: str = "restart_groups"
 

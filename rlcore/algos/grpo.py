@@ -23,6 +23,7 @@ from rlcore.advantages import discounted_returns, group_normalize
 from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import GRPOConfig
+from rlcore.algos.log_probs import write_log_probs
 from rlcore.algos.losses import (
     approx_kl,
     clip_fraction,
@@ -36,6 +37,7 @@ from rlcore.algos.whole_step import WholeStep
 from rlcore.collector import GroupEpisodes
 from rlcore.distributed import Distributed
 from rlcore.policies import Actor, actor_policy
+from rlcore.precision import trains_bf16, update_autocast
 from rlcore.rollout import (
     ACTION,
     ADVANTAGE,
@@ -54,7 +56,6 @@ STAT_NAMES = (
     "stats/approx_ref_kl", "loss/aux",
 )  # fmt: skip
 """The loss's statistics vector, by position (`GRPO._loss_terms`)."""
-_REFERENCE_CHUNK = 16384  # transitions per reference forward
 
 
 class GRPO:
@@ -97,6 +98,8 @@ class GRPO:
                 f"got {type(policy).__name__}, which has a critic"
             )
         self.policy, self.cfg, self.generator = policy, cfg, generator
+        self._device = policy.network_device
+        self._bf16 = trains_bf16(cfg.precision, self._device)
         self.dist = dist or Distributed()
         self.reference = copy.deepcopy(policy).requires_grad_(False)
         self.optimizer = PolicyOptimizer(
@@ -132,7 +135,11 @@ class GRPO:
         tv = transition_view(rollout)
         with torch.no_grad():
             group_std = self._write_advantages(tv)
-            self._write_reference_log_probs(rollout)
+        # In the loss's precision: the reference, and under bf16 the behaviour policy (see PPO).
+        with update_autocast(self._bf16, self._device):
+            write_log_probs(self.reference, rollout, REF_LOG_PROB)
+            if self._bf16:
+                write_log_probs(self.policy, rollout, SAMPLE_LOG_PROB)
         self.optimizer.begin_update()
         if self.whole_step is not None:
             return self._update_whole_step(rollout, group_std)
@@ -192,20 +199,6 @@ class GRPO:
             tv[ADVANTAGE], tv[MASK], cfg.group_size, cfg.eps, advantage_out=tv[ADVANTAGE]
         )
 
-    def _write_reference_log_probs(self, rollout: TensorDict) -> None:
-        """`ref_log_prob` of every transition, a block of time steps of all envs at a time."""
-        num_envs, num_steps = rollout.batch_size[0], rollout.batch_size[1] - 1
-        # Time-major [T, N, ...] views: contiguous in the rollout's own layout.
-        obs = {key: value[:, :-1].transpose(0, 1) for key, value in rollout[OBS].items()}
-        action = rollout[ACTION][:, :-1].transpose(0, 1)
-        out = rollout[REF_LOG_PROB][:, :-1].transpose(0, 1)
-        steps = max(1, _REFERENCE_CHUNK // num_envs)
-        for t in range(0, num_steps, steps):
-            block = slice(t, t + steps)
-            o = {key: value[block].flatten(0, 1) for key, value in obs.items()}
-            a = action[block].reshape(-1, *action.shape[2:])
-            out[block] = self.reference.evaluate(o, a).log_prob.view(-1, num_envs)
-
     def _loss(self, batch: Minibatch) -> tuple[torch.Tensor, torch.Tensor]:
         loss, stats = self._loss_terms(
             batch[OBS], batch[ACTION], batch[SAMPLE_LOG_PROB], batch[ADVANTAGE],
@@ -228,7 +221,8 @@ class GRPO:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss and its stats from tensors alone (what `compile_loss` compiles)."""
         cfg = self.cfg
-        out = self.policy.evaluate(obs, action)
+        with update_autocast(self._bf16, self._device):
+            out = self.policy.evaluate(obs, action)
         pg_loss, ratio = clipped_surrogate(out.log_prob, old_log_prob, advantage, cfg.clip_eps)
         entropy = out.entropy.mean()
         ref_kl = k3_kl(out.log_prob, ref_log_prob)

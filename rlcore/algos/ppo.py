@@ -16,6 +16,7 @@ from rlcore.advantages import compute_gae
 from rlcore.algos.base import AlgorithmContext
 from rlcore.algos.compile import maybe_compile
 from rlcore.algos.config import PPOConfig
+from rlcore.algos.log_probs import write_log_probs
 from rlcore.algos.losses import (
     approx_kl,
     clip_fraction,
@@ -27,6 +28,7 @@ from rlcore.algos.sgd import PolicyOptimizer, resolve_microbatch_size
 from rlcore.algos.whole_step import WholeStep
 from rlcore.distributed import Distributed
 from rlcore.policies import ActorCritic, actor_critic_policy
+from rlcore.precision import trains_bf16, update_autocast
 from rlcore.return_norm import ReturnNormalizer
 from rlcore.rollout import (
     ACTION,
@@ -96,6 +98,8 @@ class PPO:
         graphs: bool = True,
     ) -> None:
         self.policy, self.cfg, self.generator = policy, cfg, generator
+        self._device = policy.network_device
+        self._bf16 = trains_bf16(cfg.precision, self._device)
         self.dist = dist or Distributed()
         self.optimizer = PolicyOptimizer(
             policy, cfg.lr, cfg.adam_eps, cfg.lr_schedule, total_updates, dist
@@ -138,6 +142,14 @@ class PPO:
         cfg = self.cfg
         with torch.no_grad():
             self._write_advantages(rollout)
+        if self._bf16:
+            # The ratio's denominator in the loss's own precision: the collector acted in
+            # float32, and bf16's rounding of the hidden features, measured against a
+            # float32 log-probability, is noise in every ratio that grows as the policy's
+            # std shrinks. Re-evaluated (as LLM trainers recompute the sampler's
+            # log-probabilities), every ratio starts at 1.
+            with update_autocast(True, self._device):
+                write_log_probs(self.policy, rollout, SAMPLE_LOG_PROB)
         self.optimizer.begin_update()
         if self.whole_step is not None:
             return self._update_whole_step(rollout)
@@ -249,7 +261,8 @@ class PPO:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss and its stats from tensors alone (what `compile_loss` compiles)."""
         cfg = self.cfg
-        out = self.policy.evaluate(obs, action)
+        with update_autocast(self._bf16, self._device):
+            out = self.policy.evaluate(obs, action)
         pg_loss, ratio = clipped_surrogate(out.log_prob, old_log_prob, advantage, cfg.clip_eps)
         v_loss = value_loss(out.value, old_value, value_target, cfg.clip_value_eps)
         entropy = out.entropy.mean()

@@ -27,7 +27,7 @@ from rlcore.policies import (
     activation_function,
     squashed_gaussian_policy,
 )
-from rlcore.precision import trains_bf16
+from rlcore.precision import trains_bf16, update_autocast
 from rlcore.replay import NEXT_OBS
 from rlcore.rollout import ACTION, OBS, REWARD, TERMINATED
 
@@ -179,9 +179,7 @@ class SAC:
 
     def _autocast(self) -> torch.autocast:
         """bf16 matrix products inside the losses when `precision: bfloat16`, else a no-op."""
-        return torch.autocast(
-            self._device_type, dtype=torch.bfloat16, enabled=self._mixed_precision
-        )
+        return update_autocast(self._mixed_precision, torch.device(self._device_type))
 
     def critic_target_value(
         self, batch: TensorDict | dict, alpha: torch.Tensor, noise: torch.Tensor | None = None

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlcore.algos.config import _checker
+from rlcore.algos.config import PRECISIONS, _checker
 from rlcore.algos.registry import AlgorithmSpec, ReportedSettings, register_algorithm
-
-PRECISIONS = ("float32", "bfloat16", "auto")
 
 
 @dataclass(frozen=True)

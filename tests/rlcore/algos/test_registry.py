@@ -122,6 +122,8 @@ def test_configs_declare_what_reports_show_of_them():
         "clip 0.2",
     )  # fmt: skip
     assert ppo.summary is None
+    mixed = reported_settings(PPOConfig(precision="bfloat16")).optimizer
+    assert mixed[-1] == "bf16 matmuls"
     grpo = reported_settings(GRPOConfig(group_size=4))
     assert grpo.summary == "groups of 4, restart_groups, KL coefficient 0"
     sac = reported_settings(SACConfig())
