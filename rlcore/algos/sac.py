@@ -145,18 +145,14 @@ class SAC:
         # eager update's order. Image observations' random shifts draw inside the losses:
         # those run eager.
         self._compiled = compile_update and not (self._images and cfg.random_shift)
-        # On CPU, for flat observations in float32, the whole update is one compiled
-        # function instead (`_one_eager`): gradients by `torch.func`, forward and backward
-        # in one graph, then Adam (`DeviceAdam`, whose state converts to and from the
-        # optimizers' for checkpoints) and the target update. Between the two losses'
+        # On CPU, for flat observations (float32 or bf16 products), the whole update is one
+        # compiled function instead (`_one_eager`): gradients by `torch.func`, forward and
+        # backward in one graph, then Adam (`DeviceAdam`, whose state converts to and from
+        # the optimizers' for checkpoints) and the target update. Between the two losses'
         # functions, the autograd engine and the three optimizers' steps were a fifth of
-        # the update (benchmarks/README.md, *sac_update*).
-        self._one_function = (
-            self._compiled
-            and device.type == "cpu"
-            and not self._images
-            and not self._mixed_precision
-        )
+        # the float32 update and a third of the bf16 one (benchmarks/README.md,
+        # *sac_update*).
+        self._one_function = self._compiled and device.type == "cpu" and not self._images
         if self._one_function:
             from rlcore.algos.whole_step import DeviceAdam
 

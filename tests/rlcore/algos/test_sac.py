@@ -257,11 +257,30 @@ def test_the_compiled_update_takes_the_eager_steps():
     torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-4)
 
 
+def test_the_compiled_bf16_update_is_one_function_that_takes_the_eager_bf16_steps():
+    """`precision: bfloat16` compiled on CPU: the one function multiplies in bf16 as the
+    eager update does (equal to float rounding), not in float32 (a step of Adam apart)."""
+
+    def three_updates(precision, compiled):
+        sac = make_sac(seed=3, precision=precision, hidden=64, compile_update=compiled)
+        stats = torch.stack([sac.update(random_batch(size=64, seed=i)) for i in range(3)])
+        return sac, sac_parameters(sac), stats
+
+    sac, compiled, compiled_stats = three_updates("bfloat16", compiled=True)
+    assert sac._one_function
+    _, eager, eager_stats = three_updates("bfloat16", compiled=False)
+    _, exact, exact_stats = three_updates("float32", compiled=False)
+    torch.testing.assert_close(compiled, eager, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(compiled_stats, eager_stats, atol=1e-5, rtol=1e-4)
+    assert (compiled - exact).abs().max() > 1e-4  # float32 products would have matched it
+    assert (compiled_stats - exact_stats).abs().max() > 1e-4
+
+
 def test_on_cpu_the_compiled_update_is_one_function_and_resumes_exactly():
     import copy
 
     sac = make_sac(seed=4, compile_update=True)
-    assert sac._one_function  # flat observations, float32, CPU
+    assert sac._one_function  # flat observations, CPU
     for i in range(2):
         sac.update(random_batch(seed=i))
     saved = copy.deepcopy(sac.state_dict())
