@@ -105,8 +105,19 @@ def _step_ratio(results: dict[str, Any]) -> float | None:
 
 
 def _sac_ratio(results: dict[str, Any]) -> float | None:
-    rows = [r for r in results.get("sac", []) if r["compiled"]]
+    rows = [
+        r for r in results.get("sac", [])
+        if r["compiled"] and r.get("precision", "float32") == "float32"
+    ]  # fmt: skip
     return rows[0]["compiled_vs_eager"] if rows else None
+
+
+def _sac_bf16_ratio(results: dict[str, Any]) -> float | None:
+    """The compiled update with bf16 products (`sac.precision`, the preset's `auto` on a
+    device with native bf16) against the float32 eager update."""
+    ms = {(r.get("precision"), r["compiled"]): r["update_ms"] for r in results.get("sac", [])}
+    bf16, eager = ms.get(("bfloat16", True)), ms.get(("float32", False))
+    return bf16 / eager if bf16 is not None and eager else None
 
 
 def _time_to_target(results: dict[str, Any], task: str) -> float | None:
@@ -139,10 +150,16 @@ TARGETS = (
            "benchmarks.fast_path --device cpu --sections step"),
     Target("cpu", "SAC update (HalfCheetah's networks): compiled / eager", 0.4, False, _sac_ratio,
            "benchmarks.fast_path --device cpu --sections sac"),
+    Target("cpu", "SAC update, bf16 products: compiled bf16 / float32 eager", 0.4, False,
+           _sac_bf16_ratio, "benchmarks.fast_path --device cpu --sections sac"),
     Target("cpu", "native HalfCheetah PPO to 1M: wall compiled / eager", 0.6, False,
            lambda r: None,
            "benchmarks.locomotion --task halfcheetah --backends native native-compiled "
            "--seeds 0 1 2 (~40 min)"),
+    Target("cpu", "the same, bf16 products: wall compiled bf16 / float32 eager", 0.6, False,
+           lambda r: None,
+           "benchmarks.locomotion --task halfcheetah --backends native native-compiled-bf16 "
+           "--seeds 0 1 2 (~30 min; returns over ten seeds: benchmarks/README.md)"),
 )  # fmt: skip
 
 
@@ -239,7 +256,7 @@ def run_sac(args: argparse.Namespace, mode: Mode, scratch: Path) -> list[dict]:
     out = scratch / "sac.json"
     sac_update.main(["--device", args.device, "--reps", str(max(args.reps, 5)),
                      "--hidden", "400x300", "--batch", str(mode.sac_batch),
-                     "--precisions", "float32", "--compile",
+                     "--precisions", "float32", "bfloat16", "--compile",
                      "--json", str(out)])  # fmt: skip
     return _read(out)["rows"]
 

@@ -61,15 +61,20 @@ def test_cpu_targets_take_the_smallest_cartpole_minibatch_and_the_compiled_sac_u
             {"task": "halfcheetah", "rows": 64, "variant": "step", "vs_eager": 0.3},
         ],
         "sac": [
-            {"compiled": False, "compiled_vs_eager": 1.0},
-            {"compiled": True, "compiled_vs_eager": 1.44},
+            {"precision": p, "compiled": c, "compiled_vs_eager": r, "update_ms": ms}
+            for p, c, r, ms in [
+                ("float32", False, 1.0, 20.0), ("float32", True, 1.44, 28.8),
+                ("bfloat16", False, 1.0, 10.0), ("bfloat16", True, 0.6, 6.0),
+            ]
         ],
-    }
+    }  # fmt: skip
     rows = check_targets(results, "cpu")
     step = _line(rows, "PPO minibatch step, 64x64")
     assert (step["value"], step["verdict"]) == (0.46, "MISSED")
-    sac = _line(rows, "SAC update")
-    assert (sac["value"], sac["verdict"]) == (1.44, "MISSED")
+    sac = _line(rows, "SAC update (")
+    assert (sac["value"], sac["verdict"]) == (1.44, "MISSED")  # float32's, not bf16's 0.6
+    bf16 = _line(rows, "SAC update, bf16")
+    assert (bf16["value"], bf16["verdict"]) == (0.3, "met")  # 6.0 ms against float32's 20.0
     assert _line(rows, "+train / env-only SPS, cartpole")["value"] is None
 
 
@@ -85,4 +90,4 @@ def test_a_tiny_cpu_run_prints_the_targets_and_writes_its_figures(tmp_path: Path
     for row in written["sps"]:
         assert row["env_sps"] > 0 and row["train_sps"] > 0
         assert row["train_over_env"] == row["train_sps"] / row["env_sps"]
-    assert len(written["targets"]) == 9
+    assert len(written["targets"]) == 11
