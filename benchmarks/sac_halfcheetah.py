@@ -21,7 +21,8 @@ scheme; 4 x 4 reached a lower return at 300k, see benchmarks/README.md). `--hidd
 `--tau` and `--updates-per-step` replace the presets' (the SAC study's trial 37: 400x300, an
 update every second env step); `--rl-zoo` runs ours with RL Zoo's values of those four, as
 SB3 runs. `--curve-every N` also evaluates ours every N env steps and prints each point as it
-comes (for 1M-step runs).
+comes (for 1M-step runs). `--impls native-compiled` (or `gym-compiled`) runs ours with the
+update compiled, as `runtime.compile: true` has it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,16 @@ EVAL_EPISODES = 10
 
 
 def run_ours(
-    impl: str, base: ExperimentConfig, seed: int, steps: int, curve_every: int = 0
+    impl: str,
+    base: ExperimentConfig,
+    seed: int,
+    steps: int,
+    curve_every: int = 0,
+    compiled: bool = False,
 ) -> dict[str, Any]:
     """Train one seed; with `curve_every` > 0 also evaluate every that many env steps and
-    print each point as it comes (so a long run shows its curve before it ends)."""
+    print each point as it comes (so a long run shows its curve before it ends); `compiled`:
+    the update compiled, as `runtime.compile: true` has it."""
     per_iter = base.env.num_envs * base.trainer.num_steps
     tc = dataclasses.replace(
         base.trainer, seed=seed, total_env_steps=steps,
@@ -63,7 +70,7 @@ def run_ours(
                   f"wall-eval {wall:.1f} s", flush=True)  # fmt: skip
 
     start = time.perf_counter()
-    trainer = Trainer(cfg, sink=sink)
+    trainer = Trainer(cfg, sink=sink, compile_loss=compiled)
     result = trainer.run()
     wall = time.perf_counter() - start - eval_s[0]
     trainer.env.close()
@@ -126,7 +133,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=300_000)
-    parser.add_argument("--impls", nargs="+", default=["native", "gym", "sb3"])
+    parser.add_argument(
+        "--impls", nargs="+", default=["native", "gym", "sb3"],
+        choices=["native", "gym", "sb3", "native-compiled", "gym-compiled"],
+        help="`-compiled`: ours with the update compiled (runtime.compile: true)",
+    )  # fmt: skip
     parser.add_argument("--precision", choices=["float32", "bfloat16", "auto"], default=None)
     parser.add_argument("--num-envs", type=int, default=None, help="ours: env.num_envs")
     parser.add_argument("--num-steps", type=int, default=None, help="ours: trainer.num_steps")
@@ -187,7 +198,11 @@ def main(argv: list[str] | None = None) -> None:
             if impl == "sb3":
                 result = run_sb3(seed, args.steps)
             else:
-                result = run_ours(impl, presets[impl], seed, args.steps, args.curve_every)
+                base = impl.removesuffix("-compiled")  # `native-compiled`: runtime.compile
+                result = run_ours(
+                    impl, presets[base], seed, args.steps, args.curve_every,
+                    compiled=impl != base,
+                )  # fmt: skip
             runs[impl].append(result)
             print_table([result], COLUMNS)
     summary = []
