@@ -9,11 +9,17 @@ def _flat(policy: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in policy.parameters()])
 
 
-def test_compiled_whole_step_matches_eager_ppo_step() -> None:
+def _two_variants(task: str, first: str, second: str) -> tuple:
+    """Minibatch indices and `(step, policy)` of each variant, built alike on CPU."""
     device = torch.device("cpu")
     idx = torch.randperm(256, generator=torch.Generator().manual_seed(0))[:64]
-    eager_step, eager_policy = build("cartpole", "eager", 256, device)
-    whole_step, whole_policy = build("cartpole", "step", 256, device)
+    return idx, build(task, first, 256, device), build(task, second, 256, device)
+
+
+def test_compiled_whole_step_matches_eager_ppo_step() -> None:
+    idx, (eager_step, eager_policy), (whole_step, whole_policy) = _two_variants(
+        "cartpole", "eager", "step"
+    )
     before = _flat(eager_policy)
     assert torch.equal(before, _flat(whole_policy))
     eager_step(idx)
@@ -24,10 +30,9 @@ def test_compiled_whole_step_matches_eager_ppo_step() -> None:
 
 
 def test_the_bf16_variant_trains_in_bf16_and_moves_the_parameters_as_float32_does() -> None:
-    device = torch.device("cpu")
-    idx = torch.randperm(256, generator=torch.Generator().manual_seed(0))[:64]
-    exact_step, exact_policy = build("halfcheetah", "eager", 256, device)
-    mixed_step, mixed_policy = build("halfcheetah", "eager-bf16", 256, device)
+    idx, (exact_step, exact_policy), (mixed_step, mixed_policy) = _two_variants(
+        "halfcheetah", "eager", "eager-bf16"
+    )
     before = _flat(exact_policy)
     exact_step(idx)
     mixed_step(idx)
